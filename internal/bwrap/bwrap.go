@@ -1,0 +1,176 @@
+// Package bwrap builds the bubblewrap argv shared by every sandboxed start:
+// executable-agent steps, tool calls and terminals. It only builds argv; it
+// starts nothing, so it is tested by the argv it returns.
+package bwrap
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// DefaultPath is where bwrap is looked up. It is never looked up through an
+// agent's (or the daemon's) PATH: the daemon may be configured with
+// CTX_BWRAP, read once at daemon start, never from an agent environment.
+const DefaultPath = "/usr/bin/bwrap"
+
+// ErrUnavailable is wrapped when bwrap is missing or cannot build a sandbox.
+var ErrUnavailable = errors.New("sandbox unavailable")
+
+// Find returns the configured bwrap binary: configured (from the daemon's own
+// configuration) if set, else DefaultPath. It checks the file is a regular
+// executable. It never consults PATH.
+func Find(configured string) (string, error) {
+	p := configured
+	if p == "" {
+		p = DefaultPath
+	}
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("bwrap %q: not an absolute path: %w", p, ErrUnavailable)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("bwrap: %v (install bubblewrap, e.g. apt-get install bubblewrap): %w", err, ErrUnavailable)
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("bwrap %s: not an executable file: %w", p, ErrUnavailable)
+	}
+	return p, nil
+}
+
+// Mount is one bind in the sandbox.
+type Mount struct {
+	Src, Dst string
+	Write    bool // read-write bind; otherwise read-only
+	Try      bool // skip silently when Src is missing
+}
+
+// Spec describes one sandbox. The zero value is the strictest sandbox:
+// nothing visible but what is listed, no network, its own PID namespace.
+type Spec struct {
+	// System binds the host's /usr (and the /bin, /lib*, /sbin links or
+	// dirs) and a minimal /etc read-only, so ordinary programs run.
+	System bool
+	// Mounts in order; later mounts stack over earlier ones (a read-only
+	// .git over a writable workspace).
+	Mounts []Mount
+	// Tmpfs directories created empty and writable.
+	Tmpfs []string
+	// Dirs created (empty) inside the sandbox, e.g. mount points' parents.
+	Dirs []string
+	// Env is the whole environment of the sandboxed program: bwrap clears
+	// its own and sets exactly these (X11, B3).
+	Env map[string]string
+	// Chdir is the working directory inside the sandbox.
+	Chdir string
+	// Network keeps the host network; otherwise --unshare-net.
+	Network bool
+	// MapUser runs the program as UID/GID inside a new user namespace.
+	MapUser  bool
+	UID, GID int
+	// InfoFD and BlockFD are descriptor numbers in bwrap's process (0: unused).
+	InfoFD, BlockFD int
+	// Argv is the program and its arguments, as seen inside the sandbox.
+	Argv []string
+}
+
+// systemEtc is the part of /etc an ordinary program needs: the loader cache,
+// name service files, time zone, certificates, terminfo and Debian's
+// alternatives links. Nothing secret (no shadow, no ssh keys).
+var systemEtc = []string{
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+	"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts", "/etc/resolv.conf",
+	"/etc/localtime", "/etc/ssl", "/etc/ca-certificates", "/etc/terminfo",
+	"/etc/bash.bashrc", "/etc/profile", "/etc/inputrc", "/etc/os-release", "/etc/mime.types",
+}
+
+// Args returns bwrap's argv (without the bwrap path itself).
+func (s Spec) Args() ([]string, error) {
+	if len(s.Argv) == 0 {
+		return nil, errors.New("bwrap: empty argv")
+	}
+	a := []string{
+		"--die-with-parent", // the sandbox dies with its supervisor
+		"--new-session",     // no TIOCSTI into a controlling terminal (B4)
+		"--unshare-pid",     // its own PID namespace: a group kill misses no setsid grandchild
+		"--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--cap-drop", "ALL", // as root, --new-session alone still lets TIOCSTI through
+	}
+	if !s.Network {
+		a = append(a, "--unshare-net")
+	}
+	if s.MapUser {
+		a = append(a, "--unshare-user", "--uid", strconv.Itoa(s.UID), "--gid", strconv.Itoa(s.GID))
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	if s.System {
+		for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+			a = append(a, systemDir(d)...)
+		}
+		for _, e := range systemEtc {
+			a = append(a, "--ro-bind-try", e, e)
+		}
+	}
+	for _, d := range s.Dirs {
+		a = append(a, "--dir", d)
+	}
+	for _, t := range s.Tmpfs {
+		a = append(a, "--tmpfs", t)
+	}
+	for _, m := range s.Mounts {
+		if m.Src == "" || m.Dst == "" || !filepath.IsAbs(m.Dst) {
+			return nil, fmt.Errorf("bwrap: bad mount %+v", m)
+		}
+		op := "--ro-bind"
+		if m.Write {
+			op = "--bind"
+		}
+		if m.Try {
+			op += "-try"
+		}
+		a = append(a, op, m.Src, m.Dst)
+	}
+	a = append(a, "--clearenv")
+	keys := make([]string, 0, len(s.Env))
+	for k := range s.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("bwrap: bad environment key %q", k)
+		}
+		a = append(a, "--setenv", k, s.Env[k])
+	}
+	if s.Chdir != "" {
+		a = append(a, "--chdir", s.Chdir)
+	}
+	if s.InfoFD > 0 {
+		a = append(a, "--info-fd", strconv.Itoa(s.InfoFD))
+	}
+	if s.BlockFD > 0 {
+		a = append(a, "--block-fd", strconv.Itoa(s.BlockFD))
+	}
+	a = append(a, "--")
+	return append(a, s.Argv...), nil
+}
+
+// systemDir binds a host system directory read-only, or recreates it as the
+// same symlink where the host has merged /usr (Debian: /bin -> usr/bin).
+func systemDir(d string) []string {
+	st, err := os.Lstat(d)
+	if err != nil {
+		return nil
+	}
+	if st.Mode()&os.ModeSymlink != 0 {
+		if target, err := os.Readlink(d); err == nil {
+			return []string{"--symlink", target, d}
+		}
+		return nil
+	}
+	return []string{"--ro-bind", d, d}
+}

@@ -1,0 +1,102 @@
+package bwrap
+
+import (
+	"errors"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestArgsStrictDefaults(t *testing.T) {
+	a, err := Spec{Argv: []string{"/bin/true"}}.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--clearenv"} {
+		if !slices.Contains(a, want) {
+			t.Errorf("missing %s in %v", want, a)
+		}
+	}
+	if i := slices.Index(a, "--cap-drop"); i < 0 || a[i+1] != "ALL" {
+		t.Errorf("no --cap-drop ALL: %v", a)
+	}
+	if a[len(a)-2] != "--" || a[len(a)-1] != "/bin/true" {
+		t.Errorf("argv not last: %v", a)
+	}
+}
+
+func TestArgsMountsOrderEnvSorted(t *testing.T) {
+	s := Spec{
+		Network: true,
+		Mounts: []Mount{
+			{Src: "/h/ws", Dst: "/workspace", Write: true},
+			{Src: "/h/ws/.git", Dst: "/workspace/.git"},
+			{Src: "/h/opt", Dst: "/opt", Try: true},
+		},
+		Env:   map[string]string{"B": "2", "A": "1 with space"},
+		Chdir: "/workspace", InfoFD: 3, BlockFD: 4,
+		Argv: []string{"prog", "--flag"},
+	}
+	a, err := s.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := strings.Join(a, " ")
+	for _, want := range []string{
+		"--bind /h/ws /workspace --ro-bind /h/ws/.git /workspace/.git --ro-bind-try /h/opt /opt",
+		"--clearenv --setenv A 1 with space --setenv B 2 --chdir /workspace --info-fd 3 --block-fd 4 -- prog --flag",
+	} {
+		if !strings.Contains(j, want) {
+			t.Errorf("want %q in %q", want, j)
+		}
+	}
+	if slices.Contains(a, "--unshare-net") {
+		t.Error("network granted but unshared")
+	}
+}
+
+func TestArgsRejects(t *testing.T) {
+	for _, s := range []Spec{
+		{},
+		{Argv: []string{"x"}, Env: map[string]string{"A=B": "x"}},
+		{Argv: []string{"x"}, Mounts: []Mount{{Src: "/a", Dst: "rel"}}},
+	} {
+		if _, err := s.Args(); err == nil {
+			t.Errorf("want error for %+v", s)
+		}
+	}
+}
+
+func TestFindNeverUsesPATH(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	if _, err := Find("bwrap"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("relative path accepted: %v", err)
+	}
+	if _, err := Find("/nonexistent/bwrap"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("missing bwrap: %v", err)
+	}
+}
+
+// TestSystemSandboxRuns runs a real bwrap with the System view: the program
+// sees exactly the environment given. spec: X11
+func TestSystemSandboxRuns(t *testing.T) {
+	bw, err := Find("")
+	if err != nil {
+		t.Skip("bwrap not installed:", err)
+	}
+	a, err := Spec{System: true, Env: map[string]string{"ONLY": "this"}, Argv: []string{"/usr/bin/env"}}.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bw, a...)
+	cmd.Env = []string{"SECRET=leak"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	// bwrap itself always sets PWD to the working directory.
+	if strings.TrimSpace(string(out)) != "ONLY=this\nPWD=/" {
+		t.Fatalf("env inside: %q", out)
+	}
+}
