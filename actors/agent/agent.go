@@ -1,0 +1,283 @@
+// Package agent is the actor of one agent definition: it serves the agent
+// socket (agent/<name>.sock), checks every peer's credentials before the
+// first byte, parses requests and routes them to one session actor per
+// (scope, session) (runtime.md P1, P2, A4, L6).
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"golang.org/x/sys/unix"
+
+	"github.com/cortexfs/ctx/actors/session"
+	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/store"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// Actor is one agent definition's runtime.
+type Actor struct {
+	cfg  *config.Config
+	name string
+	log  *slog.Logger
+
+	ln       *net.UnixListener
+	ctx      context.Context
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	conns    map[*ipc.Conn]bool
+	sessions map[session.Key]*actor.PID
+	keeps    map[session.Key]*session.Keep
+}
+
+// Receive only dispatches.
+func (a *Actor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.onStarted(c)
+	case *incoming:
+		a.onIncoming(c, m)
+	case *connClosed:
+		a.onConnClosed(c, m)
+	case *sessionsFound:
+		for _, k := range m.keys {
+			a.sessionPID(c, session.Key{Agent: a.name, Scope: k[0], Name: k[1]})
+		}
+	case *listenFailed:
+		a.log.Error("agent socket unavailable", "err", m.err)
+	case *actor.Terminated:
+		a.onChildGone(m)
+	case *actor.Stopping:
+		a.onStopping()
+	case *actor.Stopped, *actor.Restarting:
+	default:
+		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+func (a *Actor) onStarted(c actor.Context) {
+	a.log = a.cfg.Log.With("actor", "agent", "agent", a.name)
+	a.ctx, a.stop = context.WithCancel(context.Background())
+	a.conns = map[*ipc.Conn]bool{}
+	a.sessions = map[session.Key]*actor.PID{}
+	if a.keeps == nil {
+		a.keeps = map[session.Key]*session.Keep{}
+	}
+	l := a.cfg.Layout
+	ln, err := ipc.Listen(l.RuntimeAgentSocket(a.name))
+	if err != nil {
+		c.Send(c.Self(), &listenFailed{err: err})
+		return
+	}
+	a.ln = ln
+	// agent/<name>.sock aliases the runtime socket (L6).
+	link := l.AgentSocket(a.name)
+	if st, err := os.Lstat(link); err == nil && st.Mode()&os.ModeSymlink != 0 || errors.Is(err, os.ErrNotExist) {
+		_ = os.Remove(link)
+		if err := os.Symlink(l.RuntimeAgentSocket(a.name), link); err != nil {
+			a.log.Warn("could not link the agent socket", "link", link, "err", err)
+		}
+	}
+	self, root := c.Self(), c.ActorSystem().Root
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		a.accept(root, self)
+	}()
+	go func() {
+		defer a.wg.Done()
+		root.Send(self, &sessionsFound{keys: openSessions(a.cfg, a.name)})
+	}()
+	a.log.Info("serving", "socket", l.RuntimeAgentSocket(a.name))
+}
+
+// openSessions finds sessions whose log ends inside a run (no done).
+func openSessions(cfg *config.Config, name string) [][2]string {
+	var out [][2]string
+	for _, scope := range []string{"private", "shared"} {
+		dir := cfg.Layout.SessionsDir(name, scope)
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name(), store.EventsFile))
+			if err != nil {
+				continue
+			}
+			if runOpen(b) {
+				out = append(out, [2]string{scope, e.Name()})
+			}
+		}
+	}
+	return out
+}
+
+func runOpen(log []byte) bool {
+	starts := bytes.Count(log, []byte(`{"type":"start"`))
+	dones := bytes.Count(log, []byte(`{"type":"done"`))
+	return starts > dones
+}
+
+// accept runs until the listener closes; each connection gets a reader.
+func (a *Actor) accept(root *actor.RootContext, self *actor.PID) {
+	for {
+		c, err := a.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		cred, err := ipc.PeerCred(c)
+		// spec: A4 — agent sockets accept only the owner's uid; checked before the first byte.
+		if err != nil || int(cred.Uid) != a.cfg.Layout.UID {
+			uid := -1
+			if cred != nil {
+				uid = int(cred.Uid)
+			}
+			a.log.Warn("refused a connection", "uid", uid, "err", err)
+			c.Close()
+			continue
+		}
+		conn := ipc.NewConn(c, *cred)
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.read(root, self, conn)
+		}()
+	}
+}
+
+// read parses request lines. Bad lines get an error frame and the
+// connection stays usable; an over-long line closes it (interfaces.md).
+func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
+	defer root.Send(self, &connClosed{conn: conn})
+	lr := ipc.NewLineReader(conn.Raw())
+	for {
+		line, err := lr.Next()
+		if w := conn.TakeApproval(); w != nil {
+			// spec: A2 — exactly one response is read for a pending approval.
+			if err != nil {
+				w.Answer("eof")
+			} else {
+				w.Answer(ipc.ClassifyApproval(line, w.Run, w.ID))
+				continue
+			}
+		}
+		if err != nil {
+			if errors.Is(err, ipc.ErrTooLarge) {
+				conn.SendFrame(ipc.ErrorFrame("", err))
+			}
+			conn.Close()
+			return
+		}
+		req, err := ipc.ParseRequest(line)
+		if err == nil {
+			err = checkWorkspace(req)
+		}
+		if err != nil {
+			conn.SendFrame(ipc.ErrorFrame("", err))
+			continue
+		}
+		switch req.Op {
+		case ipc.OpPing:
+			conn.SendFrame(&ipc.Frame{Type: ipc.TypePong, Version: config.Version})
+		case ipc.OpApprove:
+			conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeBadRequest, Message: "no approval is pending on this connection"})
+		default:
+			root.Send(self, &incoming{conn: conn, req: req})
+		}
+	}
+}
+
+// checkWorkspace: an existing directory the owner can write (interfaces.md).
+// Nothing is created.
+func checkWorkspace(r *ipc.Request) error {
+	if r.Workspace == "" {
+		return nil
+	}
+	st, err := os.Stat(r.Workspace)
+	if err != nil || !st.IsDir() {
+		return fmt.Errorf("workspace %q: not an existing directory: %w", r.Workspace, ipc.ErrBadRequest)
+	}
+	if unix.Access(r.Workspace, unix.W_OK) != nil {
+		return fmt.Errorf("workspace %q: not writable by the owner: %w", r.Workspace, ipc.ErrBadRequest)
+	}
+	return nil
+}
+
+func (a *Actor) onIncoming(c actor.Context, m *incoming) {
+	a.conns[m.conn] = true
+	if m.req.Op == ipc.OpCancel && m.req.Session == "" {
+		// A bare run id: every live session checks whether it is theirs.
+		found := false
+		for k, pid := range a.sessions {
+			if k.Agent == a.name {
+				c.Send(pid, &session.Request{Conn: m.conn, Req: m.req})
+				found = true
+			}
+		}
+		if !found {
+			m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeNotFound, Message: "no active run " + m.req.ID})
+		}
+		return
+	}
+	key := session.Key{Agent: a.name, Scope: m.req.Scope, Name: m.req.Session}
+	c.Send(a.sessionPID(c, key), &session.Request{Conn: m.conn, Req: m.req})
+}
+
+func (a *Actor) sessionPID(c actor.Context, key session.Key) *actor.PID {
+	if pid, ok := a.sessions[key]; ok {
+		return pid
+	}
+	keep := a.keeps[key]
+	if keep == nil {
+		keep = session.NewKeep()
+		a.keeps[key] = keep
+	}
+	pid, err := c.SpawnNamed(session.Props(a.cfg, key, keep), key.Scope+":"+key.Name)
+	if err != nil {
+		a.log.Error("spawn session", "err", err)
+	}
+	a.sessions[key] = pid
+	return pid
+}
+
+func (a *Actor) onConnClosed(c actor.Context, m *connClosed) {
+	delete(a.conns, m.conn)
+	for _, pid := range a.sessions {
+		c.Send(pid, &session.ConnClosed{Conn: m.conn})
+	}
+}
+
+func (a *Actor) onChildGone(m *actor.Terminated) {
+	for k, pid := range a.sessions {
+		if pid.Equal(m.Who) {
+			delete(a.sessions, k)
+		}
+	}
+}
+
+func (a *Actor) onStopping() {
+	if a.stop != nil {
+		a.stop()
+	}
+	if a.ln != nil {
+		a.ln.Close()
+		link := a.cfg.Layout.AgentSocket(a.name)
+		if st, err := os.Lstat(link); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			_ = os.Remove(link)
+		}
+	}
+	for conn := range a.conns {
+		conn.Close()
+	}
+	for conn := range a.conns {
+		conn.Raw().CloseRead()
+	}
+	a.wg.Wait()
+}

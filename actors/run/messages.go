@@ -1,0 +1,74 @@
+package run
+
+import (
+	"sync/atomic"
+
+	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// Spec is one run: the props' input, fixed when the session starts it.
+type Spec struct {
+	Agent     string
+	RunID     string
+	ReqID     string
+	Op        string // send | tsh
+	Session   string
+	Scope     string
+	Input     string
+	Args      []string // tsh op
+	Workspace string
+	Cwd       string
+	// History is history_messages for the envelope: a JSON array string of
+	// earlier runs' conversation, already bounded (X5).
+	History string
+	// Attempts counts incarnations: a restarted run actor finds it above 1
+	// and concludes the run as interrupted instead of running it again
+	// (L4: a run never inherits a previous run's authority).
+	Attempts *atomic.Int32
+}
+
+// Emit asks the session to append a frame of this run (sent to the parent).
+type Emit struct {
+	Frame *ipc.Frame
+}
+
+// Concluded tells the run its done frame is durable (X12): end every
+// process (SIGTERM, grace, SIGKILL), record nothing more, then stop.
+type Concluded struct{}
+
+// Cancel asks the run to stop: cancelled + done, then Concluded follows.
+type Cancel struct{}
+
+// ApprovalNeeded asks the session to emit the approval_request frame and
+// wait for the requesting connection's answer (A2). Sent to the parent.
+type ApprovalNeeded struct {
+	Run, CallID, Name string
+	Args              []string
+}
+
+// ApprovalAnswer is the session's answer: decision is allow_once, deny,
+// timeout, eof, malformed or mismatch.
+type ApprovalAnswer struct {
+	CallID, Decision string
+}
+
+// internal continuations
+
+type defLoaded struct {
+	def *agentdef.Def
+	err error
+}
+
+type agentLine struct {
+	gen  int
+	line []byte
+	err  error // a read error or an over-long line
+}
+
+type agentExited struct {
+	gen    int
+	code   int
+	err    error
+	stderr []byte
+}

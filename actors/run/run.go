@@ -1,0 +1,472 @@
+// Package run is the actor of one run: the sdk-envelope-v1 step loop of an
+// executable agent (runtime.md X1–X12), its 8-call / 9-start bounds,
+// cancellation, and the conclusion only the host writes.
+package run
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/cortexfs/ctx/actors/tool"
+	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/envelope"
+	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/sandbox"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// Bounds per run (X6).
+const (
+	MaxCalls  = 8
+	MaxStarts = 9
+	// MaxStepOutput bounds one step's stdout; past it the output is invalid.
+	MaxStepOutput = 16 << 20
+)
+
+// Actor runs one run.
+type Actor struct {
+	cfg  *config.Config
+	spec Spec
+	log  *slog.Logger
+	ctx  context.Context
+	stop context.CancelFunc
+
+	def  *agentdef.Def
+	view sandbox.View
+
+	step      int
+	starts    int
+	calls     int
+	seenCalls map[string]bool
+	obs       *envelope.Observation
+
+	gen      int        // current step generation
+	p        *proc.Proc // live agent process, if any
+	procs    []*proc.Proc
+	deltas   strings.Builder
+	call     *envelope.Line // the step's tool call
+	invalid  bool           // the step broke X9; its remaining output is ignored
+	toolPID  *actor.PID
+	toolCall *envelope.Line
+
+	concluded bool // conclusion + done emitted: nothing more is recorded (X12)
+	finishing bool // Concluded received: ending processes
+	cancelled bool
+}
+
+// Receive only dispatches.
+func (a *Actor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.onStarted(c)
+	case *defLoaded:
+		a.onDefLoaded(c, m)
+	case *agentLine:
+		a.onAgentLine(c, m)
+	case *agentExited:
+		a.onAgentExited(c, m)
+	case *tool.Result:
+		a.onToolResult(c, m)
+	case *tool.NeedApproval:
+		a.onNeedApproval(c, m)
+	case *ApprovalAnswer:
+		a.onApprovalAnswer(c, m)
+	case *Cancel:
+		a.onCancel(c)
+	case *Concluded:
+		a.onConcluded(c)
+	case *actor.Restarting:
+		// A crash: nothing of this incarnation survives; kill at once.
+		a.killAll()
+	case *actor.Stopping:
+		a.onStopping()
+	case *actor.Terminated:
+		a.onChildGone(c, m)
+	case *actor.Stopped:
+	default:
+		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+func (a *Actor) onStarted(c actor.Context) {
+	a.log = a.cfg.Log.With("actor", "run", "session", a.spec.Session, "run", a.spec.RunID)
+	a.ctx, a.stop = context.WithCancel(context.Background())
+	a.seenCalls = map[string]bool{}
+	if a.spec.Attempts.Add(1) > 1 {
+		// spec: L4 — a restarted run never runs again; the host concludes it.
+		a.log.Warn("run actor restarted after a crash; concluding the run as interrupted")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInterrupted,
+			Message: "the run was interrupted by an internal failure; send the request again with a new id"}, "error")
+		return
+	}
+	a.cfg.Hit("run.start")
+	self, root, l, name := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.spec.Agent
+	go func() {
+		// Control files are re-read for every run (U6).
+		def, err := agentdef.Load(l, name)
+		root.Send(self, &defLoaded{def: def, err: err})
+	}()
+}
+
+func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
+	if a.concluded {
+		return
+	}
+	if m.err != nil {
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeAgentInvalid, Message: m.err.Error()}, "error")
+		return
+	}
+	a.def = m.def
+	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Run: a.spec.RunID,
+		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd}
+	if a.spec.Op == ipc.OpTsh {
+		// spec: P3 — a tsh op runs one tsh call through the tool path; no agent, no model.
+		a.startTool(c, &envelope.Line{Type: "tool_call", ID: "call-1", Name: "tsh", Args: a.spec.Args})
+		return
+	}
+	if a.def.Kind != agentdef.KindExec {
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeModelUnavailable,
+			Message: "model agents need a provider: not available in this build"}, "error")
+		return
+	}
+	a.startStep(c)
+}
+
+// startStep starts the next SDK process with the envelope on its stdin.
+func (a *Actor) startStep(c actor.Context) {
+	if a.cancelled || a.concluded { // spec: X6 — cancellation checked before every process
+		return
+	}
+	if a.starts >= MaxStarts { // spec: X6
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
+			Message: fmt.Sprintf("run reached %d agent process starts", MaxStarts)}, "error")
+		return
+	}
+	env := &envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
+		HistoryMessages: a.spec.History, ToolContext: "", Observation: a.obs}
+	stdin, err := envelope.Encode(env)
+	if err != nil {
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInternal, Message: err.Error()}, "error")
+		return
+	}
+	spec := a.view.Spec([]string{a.view.AgentPath()}, a.view.AgentEnv(a.step))
+	p, err := proc.Start(proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, Stdin: stdin})
+	if err != nil {
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeSandboxUnavailable, Message: err.Error()}, "error")
+		return
+	}
+	a.starts++
+	a.gen++
+	a.p = p
+	a.procs = append(a.procs, p)
+	a.deltas.Reset()
+	a.call = nil
+	a.invalid = false
+	a.cfg.Procs.Add(1)
+	go readAgent(c.ActorSystem().Root, c.Self(), a.gen, p, a.cfg)
+}
+
+// readAgent streams the agent's stdout lines to the actor, then its exit.
+// All lines are sent before the exit (same sender, ordered mailbox).
+func readAgent(root *actor.RootContext, self *actor.PID, gen int, p *proc.Proc, cfg *config.Config) {
+	defer cfg.Procs.Done()
+	r := bufio.NewReaderSize(p.Stdout, 64<<10)
+	total := 0
+	var readErr error
+	for {
+		line, err := readLine(r)
+		total += len(line)
+		if total > MaxStepOutput {
+			root.Send(self, &agentLine{gen: gen, err: fmt.Errorf("step output exceeds %d bytes: %w", MaxStepOutput, envelope.ErrInvalidOutput)})
+			p.Kill()
+			_, _ = io.Copy(io.Discard, r)
+			break
+		}
+		if len(line) > 0 || err == nil {
+			root.Send(self, &agentLine{gen: gen, line: line})
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = err
+				root.Send(self, &agentLine{gen: gen, err: err})
+				p.Kill()
+				_, _ = io.Copy(io.Discard, r)
+			}
+			break
+		}
+	}
+	werr := p.Wait()
+	if readErr != nil && werr == nil {
+		werr = readErr
+	}
+	root.Send(self, &agentExited{gen: gen, code: p.ExitCode(), err: werr, stderr: p.Stderr()})
+}
+
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > envelope.MaxOutputLine+1 {
+			return nil, fmt.Errorf("output line exceeds %d bytes: %w", envelope.MaxOutputLine, envelope.ErrInvalidOutput)
+		}
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == nil {
+			return line[:len(line)-1], nil
+		}
+		return line, err
+	}
+}
+
+func (a *Actor) onAgentLine(c actor.Context, m *agentLine) {
+	if m.gen != a.gen || a.concluded || a.cancelled || a.invalid {
+		return // spec: X12 — nothing the agent prints after the conclusion is recorded
+	}
+	if m.err != nil {
+		a.invalidOutput(c, m.err.Error())
+		return
+	}
+	if len(bytes.TrimSpace(m.line)) == 0 {
+		return // blank lines carry nothing
+	}
+	if a.call != nil { // spec: X9 — any frame after a tool_call
+		a.invalidOutput(c, "output after the tool_call")
+		return
+	}
+	ln, err := envelope.ParseLine(m.line)
+	if err != nil { // spec: X9
+		a.invalidOutput(c, err.Error())
+		return
+	}
+	switch ln.Type {
+	case "delta":
+		a.deltas.WriteString(ln.Text)
+		a.emit(c, &ipc.Frame{Type: ipc.TypeDelta, Text: ln.Text})
+	case "tool_call":
+		if err := ipc.CheckID("tool_call id", ln.ID); err != nil {
+			a.invalidOutput(c, err.Error())
+			return
+		}
+		if a.seenCalls[ln.ID] { // spec: X6 — a replayed call id is refused before authorization
+			a.invalidOutput(c, fmt.Sprintf("tool_call id %q was already used in this run", ln.ID))
+			return
+		}
+		a.call = ln
+	}
+}
+
+func (a *Actor) invalidOutput(c actor.Context, why string) {
+	a.invalid = true
+	if a.p != nil {
+		a.p.Kill()
+	}
+	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInvalidAgentOutput, Message: why}, "error")
+}
+
+func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
+	if m.gen == a.gen {
+		a.p = nil
+	}
+	a.reap()
+	if m.gen != a.gen || a.concluded || a.invalid {
+		a.maybeStop(c)
+		return
+	}
+	if a.cancelled { // spec: X6 — and after every process
+		return
+	}
+	if a.call == nil {
+		if m.err == nil && m.code == 0 {
+			a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: a.deltas.String()}, "ok")
+			return
+		}
+		a.invalidOutput(c, fmt.Sprintf("agent exited with status %d without a tool_call%s", m.code, stderrTail(m.stderr)))
+		return
+	}
+	call := a.call
+	a.seenCalls[call.ID] = true
+	a.calls++
+	if a.calls > MaxCalls { // spec: X6
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
+			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, "error")
+		return
+	}
+	a.startTool(c, call)
+}
+
+func stderrTail(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return "; stderr: " + strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// startTool records the call and hands it to a tool actor (X8).
+func (a *Actor) startTool(c actor.Context, call *envelope.Line) {
+	a.toolCall = call
+	a.emit(c, &ipc.Frame{Type: ipc.TypeToolCall, CallID: call.ID, Name: call.Name, Args: nonNil(call.Args)})
+	a.cfg.Hit("run.tool_call")
+	a.toolPID = c.Spawn(tool.Props(a.cfg, tool.Call{View: a.view, CallID: call.ID, Name: call.Name, Args: call.Args,
+		Ask: a.def.Approval == "ask"}))
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (a *Actor) onToolResult(c actor.Context, r *tool.Result) {
+	if a.toolCall == nil || r.CallID != a.toolCall.ID || a.concluded {
+		return
+	}
+	a.toolCall, a.toolPID = nil, nil
+	a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: r.CallID, Name: r.Name, Status: r.Status,
+		Content: r.Content, Truncated: r.Truncated, Layer: r.Layer})
+	if a.cancelled {
+		return
+	}
+	if a.spec.Op == ipc.OpTsh {
+		status := "ok"
+		if r.Status != envelope.StatusOK {
+			status = "error"
+		}
+		a.conclude(c, nil, status)
+		return
+	}
+	a.obs = &envelope.Observation{ToolCallID: r.CallID, Name: r.Name, Status: r.Status, Content: r.Content, Truncated: r.Truncated}
+	a.step++
+	a.startStep(c)
+}
+
+// onChildGone: a tool actor that stopped without a result crashed; the call
+// is reported failed, never run again.
+func (a *Actor) onChildGone(c actor.Context, m *actor.Terminated) {
+	if a.toolPID == nil || !m.Who.Equal(a.toolPID) || a.toolCall == nil {
+		return
+	}
+	a.onToolResult(c, &tool.Result{CallID: a.toolCall.ID, Name: a.toolCall.Name, Status: envelope.StatusError,
+		Content: "the tool call failed inside the runtime and was not retried"})
+}
+
+func (a *Actor) onNeedApproval(c actor.Context, m *tool.NeedApproval) {
+	if a.toolCall == nil || a.toolCall.ID != m.CallID || a.concluded {
+		return
+	}
+	c.Send(c.Parent(), &ApprovalNeeded{Run: a.spec.RunID, CallID: m.CallID, Name: a.toolCall.Name, Args: nonNil(a.toolCall.Args)})
+}
+
+func (a *Actor) onApprovalAnswer(c actor.Context, m *ApprovalAnswer) {
+	if a.toolCall == nil || a.toolCall.ID != m.CallID || a.toolPID == nil {
+		return
+	}
+	c.Send(a.toolPID, &tool.Approved{Decision: m.Decision})
+}
+
+func (a *Actor) onCancel(c actor.Context) {
+	if a.concluded || a.cancelled {
+		return
+	}
+	a.cancelled = true
+	if a.toolCall != nil {
+		// The call in flight gets its host-written result before the run's end.
+		if a.toolPID != nil {
+			c.Stop(a.toolPID)
+		}
+		a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: a.toolCall.ID, Name: a.toolCall.Name,
+			Status: envelope.StatusCancelled, Content: "cancelled"})
+		a.toolCall, a.toolPID = nil, nil
+	}
+	a.emit(c, &ipc.Frame{Type: ipc.TypeCancelled})
+	a.concluded = true
+	a.emit(c, &ipc.Frame{Type: ipc.TypeDone, ID: a.spec.ReqID, Status: "cancelled"})
+}
+
+// conclude emits the one conclusion (if any) and done. Only the host does (X7, X8).
+func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
+	if a.concluded {
+		return
+	}
+	if f != nil {
+		a.emit(c, f)
+	}
+	a.concluded = true
+	a.emit(c, &ipc.Frame{Type: ipc.TypeDone, ID: a.spec.ReqID, Status: status})
+}
+
+func (a *Actor) emit(c actor.Context, f *ipc.Frame) {
+	f.Run = a.spec.RunID
+	c.Send(c.Parent(), &Emit{Frame: f})
+}
+
+// onConcluded: the done frame is durable. End every process: SIGTERM, the
+// grace period, SIGKILL (X12). Stop once they are gone.
+func (a *Actor) onConcluded(c actor.Context) {
+	a.concluded = true
+	a.finishing = true
+	if a.toolPID != nil {
+		c.Stop(a.toolPID)
+	}
+	for _, p := range a.procs {
+		p.Terminate(a.ctx, a.cfg.CancelGrace)
+	}
+	a.maybeStop(c)
+}
+
+func (a *Actor) reap() {
+	live := a.procs[:0]
+	for _, p := range a.procs {
+		select {
+		case <-p.Done():
+		default:
+			live = append(live, p)
+		}
+	}
+	a.procs = live
+}
+
+func (a *Actor) maybeStop(c actor.Context) {
+	a.reap()
+	if a.finishing && len(a.procs) == 0 {
+		c.Stop(c.Self())
+	}
+}
+
+func (a *Actor) onStopping() {
+	// Daemon shutdown or the session going away: give processes their grace.
+	for _, p := range a.procs {
+		p.Terminate(context.Background(), a.cfg.CancelGrace)
+	}
+	if a.stop != nil {
+		a.stop()
+	}
+}
+
+func (a *Actor) killAll() {
+	for _, p := range a.procs {
+		p.Kill()
+	}
+	if a.stop != nil {
+		a.stop()
+	}
+}
+
+// ID makes a fresh run id.
+func ID(seq int64, rnd string) string { return "run-" + strconv.FormatInt(seq, 10) + "-" + rnd }

@@ -1,0 +1,33 @@
+package session
+
+import (
+	"github.com/cortexfs/ctx/internal/store"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// Request is one client request for this session (send, tsh, resume,
+// cancel, approve), with the connection that sent it.
+type Request struct {
+	Conn *ipc.Conn
+	Req  *ipc.Request
+}
+
+// ConnClosed tells the session a client connection is gone.
+type ConnClosed struct{ Conn *ipc.Conn }
+
+// internal continuations
+
+type opened struct {
+	log  *store.Log
+	recs []store.Record
+	err  error
+}
+
+type committed struct{ rec store.Record }
+
+type appendFailed struct{ err error }
+
+type approvalAnswered struct {
+	run, callID, decision string
+	wait                  *ipc.ApprovalWait
+}

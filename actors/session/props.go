@@ -1,0 +1,18 @@
+package session
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/cortexfs/ctx/internal/config"
+)
+
+// Props builds a session actor. keep must be the same for every
+// incarnation of this session. A crashed run actor is restarted once — the
+// new incarnation only concludes the run as interrupted — and stopped if it
+// crashes again (the session then concludes it).
+func Props(cfg *config.Config, key Key, keep *Keep) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &Actor{cfg: cfg, key: key, keep: keep} },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(1, time.Minute, func(any) actor.Directive { return actor.RestartDirective })))
+}

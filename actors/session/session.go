@@ -1,0 +1,544 @@
+// Package session is the actor of one session: it owns the durable event log
+// (one writer), assigns seq, keeps the request-id index, runs at most one run
+// at a time and queues the rest, and fans frames out to clients
+// (runtime.md P2–P5, L4; interfaces.md "Socket frames").
+package session
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/cortexfs/ctx/actors/run"
+	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/envelope"
+	"github.com/cortexfs/ctx/internal/store"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// MaxWaiting bounds the sends queued behind an active run.
+const MaxWaiting = 16
+
+// Key names a session.
+type Key struct{ Agent, Scope, Name string }
+
+// Keep is transport state that outlives a crash of the session actor: the
+// clients following each run. Only the actor (any incarnation) touches it.
+type Keep struct {
+	subs map[string][]sub
+}
+
+// NewKeep makes an empty Keep.
+func NewKeep() *Keep { return &Keep{subs: map[string][]sub{}} }
+
+type sub struct {
+	conn   *ipc.Conn
+	replay bool
+}
+
+type reqInfo struct {
+	run, digest string
+	done        bool
+}
+
+type active struct {
+	id, req   string
+	spec      run.Spec
+	pid       *actor.PID
+	conn      *ipc.Conn // the requester: approvals are asked there
+	doneSent  bool      // the done frame was handed to the writer
+	approvals map[*ipc.ApprovalWait]*time.Timer
+}
+
+type pending struct {
+	req  *ipc.Request
+	conn *ipc.Conn
+	subs []sub
+}
+
+// Actor is one session.
+type Actor struct {
+	cfg  *config.Config
+	key  Key
+	dir  string
+	keep *Keep
+	log  *slog.Logger
+
+	in      chan ipc.Frame // to the writer goroutine
+	flushed chan struct{}  // closed when the writer is done
+	ready   bool
+	broken  error
+	stash   []any
+
+	recs   []store.Record
+	reqs   map[string]*reqInfo
+	active *active
+	queue  []*pending
+}
+
+// Receive only dispatches.
+func (a *Actor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.onStarted(c)
+	case *opened:
+		a.onOpened(c, m)
+	case *committed:
+		a.onCommitted(c, m.rec)
+	case *appendFailed:
+		a.onAppendFailed(c, m)
+	case *Request:
+		if !a.ready {
+			a.stash = append(a.stash, m)
+			return
+		}
+		a.onRequest(c, m)
+	case *ConnClosed:
+		a.onConnClosed(c, m)
+	case *run.Emit:
+		a.onEmit(c, m)
+	case *run.ApprovalNeeded:
+		a.onApprovalNeeded(c, m)
+	case *approvalAnswered:
+		a.onApprovalAnswered(c, m)
+	case *actor.Terminated:
+		a.onChildGone(c, m)
+	case *actor.Restarting:
+		a.closeWriter(nil)
+	case *actor.Stopping:
+		a.onStopping()
+	case *actor.Stopped:
+	default:
+		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+func (a *Actor) onStarted(c actor.Context) {
+	a.log = a.cfg.Log.With("actor", "session", "agent", a.key.Agent, "scope", a.key.Scope, "session", a.key.Name)
+	a.dir = a.cfg.Layout.SessionDir(a.key.Agent, a.key.Scope, a.key.Name)
+	a.reqs = map[string]*reqInfo{}
+	self, root, dir := c.Self(), c.ActorSystem().Root, a.dir
+	go func() {
+		l, recs, err := store.Open(dir)
+		root.Send(self, &opened{log: l, recs: recs, err: err})
+	}()
+}
+
+func (a *Actor) onOpened(c actor.Context, m *opened) {
+	a.ready = true
+	if m.err != nil {
+		a.broken = m.err
+		a.log.Error("session log unusable", "err", m.err)
+	} else {
+		a.recs = m.recs
+		a.in = make(chan ipc.Frame, 256)
+		a.flushed = make(chan struct{})
+		go writer(m.log, a.in, a.flushed, c.ActorSystem().Root, c.Self())
+		a.recover()
+	}
+	stash := a.stash
+	a.stash = nil
+	for _, r := range stash {
+		a.onRequest(c, r.(*Request))
+	}
+}
+
+// writer is the session's one log writer. It owns the Log and stops when in
+// is closed, after closing the files.
+func writer(l *store.Log, in <-chan ipc.Frame, flushed chan<- struct{}, root *actor.RootContext, self *actor.PID) {
+	defer close(flushed)
+	defer l.Close()
+	for f := range in {
+		rec, err := l.Append(f)
+		if err != nil {
+			root.Send(self, &appendFailed{err: err})
+			continue
+		}
+		root.Send(self, &committed{rec: rec})
+	}
+}
+
+// recover rebuilds the index from the log and concludes every run the log
+// shows without done (a crash or SIGKILL): host-written error + done (L4).
+func (a *Actor) recover() {
+	open := map[string]string{} // run -> request id
+	var order []string
+	for i := range a.recs {
+		f := &a.recs[i].Frame
+		a.index(f)
+		switch f.Type {
+		case ipc.TypeStart:
+			if _, ok := open[f.Run]; !ok {
+				order = append(order, f.Run)
+			}
+			open[f.Run] = f.ID
+		case ipc.TypeDone:
+			delete(open, f.Run)
+		}
+	}
+	for _, r := range order {
+		if id, ok := open[r]; ok {
+			a.log.Warn("concluding a run interrupted by a daemon crash", "run", r)
+			a.append(ipc.Frame{Type: ipc.TypeError, Run: r, Code: ipc.CodeInterrupted, Message: "the daemon stopped while this run was active; it was not resumed"})
+			a.append(ipc.Frame{Type: ipc.TypeDone, Run: r, ID: id, Status: "error"})
+		}
+	}
+}
+
+func (a *Actor) index(f *ipc.Frame) {
+	switch f.Type {
+	case ipc.TypeStart:
+		if ri := a.reqs[f.ID]; ri == nil {
+			a.reqs[f.ID] = &reqInfo{run: f.Run, digest: f.Digest}
+		}
+	case ipc.TypeDone:
+		if ri := a.reqs[f.ID]; ri != nil && ri.run == f.Run {
+			ri.done = true
+		}
+	}
+}
+
+func (a *Actor) onRequest(c actor.Context, m *Request) {
+	if a.broken != nil {
+		m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Session: a.key.Name, ID: m.Req.ID, Code: ipc.CodeSessionCorrupt, Message: a.broken.Error()})
+		return
+	}
+	switch m.Req.Op {
+	case ipc.OpSend, ipc.OpTsh:
+		a.onSend(c, m)
+	case ipc.OpResume:
+		a.onResume(m)
+	case ipc.OpCancel:
+		a.onCancel(c, m)
+	default:
+		m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeBadRequest, Message: "op " + m.Req.Op + " is not a session op"})
+	}
+}
+
+func (a *Actor) reply(conn *ipc.Conn, code, id, msg string) {
+	conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Session: a.key.Name, ID: id, Code: code, Message: msg})
+}
+
+// onSend: P4 replay, id_conflict, queueing, or a new run.
+func (a *Actor) onSend(c actor.Context, m *Request) {
+	req, digest := m.Req, m.Req.Digest()
+	if ri := a.reqs[req.ID]; ri != nil {
+		if ri.digest != digest {
+			a.reply(m.Conn, ipc.CodeIDConflict, req.ID, fmt.Sprintf("request id %q was used for a different request in this session", req.ID))
+			return
+		}
+		// spec: P4 — replay the durable frames; never run twice.
+		m.Conn.SendBatch(a.runLines(ri.run), true)
+		if !ri.done {
+			a.keep.subs[ri.run] = append(a.keep.subs[ri.run], sub{conn: m.Conn, replay: true})
+		}
+		return
+	}
+	for _, p := range a.queue {
+		if p.req.ID == req.ID {
+			if p.req.Digest() != digest {
+				a.reply(m.Conn, ipc.CodeIDConflict, req.ID, fmt.Sprintf("request id %q is queued with a different request", req.ID))
+				return
+			}
+			p.subs = append(p.subs, sub{conn: m.Conn, replay: true})
+			return
+		}
+	}
+	if a.active != nil || len(a.queue) > 0 {
+		if len(a.queue) >= MaxWaiting {
+			a.reply(m.Conn, ipc.CodeBusy, req.ID, fmt.Sprintf("session %s has a run active and %d requests waiting", a.key.Name, MaxWaiting))
+			return
+		}
+		a.queue = append(a.queue, &pending{req: req, conn: m.Conn, subs: []sub{{conn: m.Conn}}})
+		return
+	}
+	a.start(c, &pending{req: req, conn: m.Conn, subs: []sub{{conn: m.Conn}}})
+}
+
+func (a *Actor) start(c actor.Context, p *pending) {
+	req := p.req
+	id := newRunID(a.lastSeq())
+	a.reqs[req.ID] = &reqInfo{run: id, digest: req.Digest()}
+	a.keep.subs[id] = p.subs
+	input := ""
+	if req.Input != nil {
+		input = *req.Input
+	}
+	a.active = &active{id: id, req: req.ID, conn: p.conn, approvals: map[*ipc.ApprovalWait]*time.Timer{}}
+	a.active.spec = run.Spec{Agent: a.key.Agent, RunID: id, ReqID: req.ID, Op: req.Op, Session: a.key.Name, Scope: a.key.Scope,
+		Input: input, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: a.history(), Attempts: &atomic.Int32{}}
+	if req.Op == ipc.OpSend {
+		// spec: P5 — the user message is durable before anything runs.
+		a.append(ipc.Frame{Type: ipc.TypeUser, Run: id, ID: req.ID, Text: input})
+	}
+	a.append(ipc.Frame{Type: ipc.TypeStart, Run: id, ID: req.ID, Op: req.Op, Digest: req.Digest()})
+}
+
+func (a *Actor) lastSeq() int64 {
+	if n := len(a.recs); n > 0 {
+		return a.recs[n-1].Frame.Seq
+	}
+	return 0
+}
+
+func newRunID(seq int64) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return "run-" + strconv.FormatInt(seq+1, 10) + "-" + hex.EncodeToString(b[:])
+}
+
+// runLines returns the stored lines of one run. The slice elements are
+// never modified, so the batch may be written by another goroutine.
+func (a *Actor) runLines(id string) [][]byte {
+	var out [][]byte
+	for i := range a.recs {
+		if a.recs[i].Frame.Run == id {
+			out = append(out, a.recs[i].Line)
+		}
+	}
+	return out
+}
+
+// MaxHistory bounds history_messages (X5).
+const MaxHistory = envelope.MaxContext
+
+// history renders earlier runs' conversation as the JSON array string of
+// history_messages, newest kept when it must be cut (X5). Durable history
+// is never changed.
+func (a *Actor) history() string {
+	type msg struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+		Name    string `json:"name,omitempty"`
+	}
+	var all []json.RawMessage
+	for i := range a.recs {
+		m := store.MessageOf(&a.recs[i].Frame)
+		if m == nil {
+			continue
+		}
+		var x msg
+		switch m.Role {
+		case "user", "assistant":
+			x = msg{Role: m.Role, Content: m.Text}
+		case "tool":
+			x = msg{Role: "tool", Name: m.Name, Content: m.Content}
+		default:
+			continue
+		}
+		b, _ := json.Marshal(x)
+		all = append(all, b)
+	}
+	size, i := 2, len(all)
+	for i > 0 && size+len(all[i-1])+1 <= MaxHistory {
+		size += len(all[i-1]) + 1
+		i--
+	}
+	b, _ := json.Marshal(all[i:])
+	if string(b) == "null" {
+		return "[]"
+	}
+	return string(b)
+}
+
+func (a *Actor) onResume(m *Request) {
+	lines := make([][]byte, len(a.recs))
+	for i := range a.recs {
+		lines[i] = a.recs[i].Line
+	}
+	m.Conn.SendBatch(lines, false)
+	var ar *string
+	if a.active != nil {
+		id := a.active.id
+		ar = &id
+		a.keep.subs[id] = append(a.keep.subs[id], sub{conn: m.Conn})
+	}
+	m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeCaughtUp, Session: a.key.Name, ActiveRun: ar})
+}
+
+func (a *Actor) onCancel(c actor.Context, m *Request) {
+	ac := a.active
+	if ac == nil || (m.Req.ID != "" && m.Req.ID != ac.id) || ac.doneSent {
+		if m.Req.Session != "" || m.Req.ID == "" {
+			a.reply(m.Conn, ipc.CodeNotFound, m.Req.ID, "no such active run in session "+a.key.Name)
+		}
+		return
+	}
+	m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeAck, Session: a.key.Name, Op: ipc.OpCancel, Run: ac.id})
+	if ac.pid != nil {
+		c.Send(ac.pid, &run.Cancel{})
+		return
+	}
+	// Not yet spawned: the host concludes it here.
+	ac.doneSent = true
+	a.append(ipc.Frame{Type: ipc.TypeCancelled, Run: ac.id})
+	a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "cancelled"})
+}
+
+// onEmit appends a frame of the active run. Frames of any other run, or
+// after its done, are dropped (X12).
+func (a *Actor) onEmit(c actor.Context, m *run.Emit) {
+	ac := a.active
+	if ac == nil || ac.pid == nil || !c.Sender().Equal(ac.pid) || m.Frame.Run != ac.id || ac.doneSent {
+		if m.Frame.Type != ipc.TypeDone {
+			a.log.Debug("dropped a frame of an inactive run", "run", m.Frame.Run, "type", m.Frame.Type)
+		}
+		return
+	}
+	if m.Frame.Type == ipc.TypeDone {
+		ac.doneSent = true
+	}
+	a.append(*m.Frame)
+}
+
+func (a *Actor) onCommitted(c actor.Context, rec store.Record) {
+	a.recs = append(a.recs, rec)
+	f := &rec.Frame
+	a.index(f)
+	for _, s := range a.keep.subs[f.Run] {
+		if s.replay {
+			s.conn.Send(ipc.MarkReplay(rec.Line))
+		} else {
+			s.conn.Send(rec.Line)
+		}
+	}
+	ac := a.active
+	if ac == nil || f.Run != ac.id {
+		if f.Type == ipc.TypeDone {
+			delete(a.keep.subs, f.Run)
+		}
+		return
+	}
+	switch f.Type {
+	case ipc.TypeStart:
+		if ac.pid == nil && !ac.doneSent {
+			pid, err := c.SpawnNamed(run.Props(a.cfg, ac.spec), ac.id)
+			if err != nil {
+				a.log.Error("spawn run", "err", err)
+				ac.doneSent = true
+				a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInternal, Message: "could not start the run: " + err.Error()})
+				a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
+				return
+			}
+			ac.pid = pid
+		}
+	case ipc.TypeDone:
+		delete(a.keep.subs, f.Run)
+		for w, t := range ac.approvals {
+			t.Stop()
+			if ac.conn != nil {
+				ac.conn.CancelApproval(w)
+			}
+		}
+		if ac.pid != nil {
+			c.Send(ac.pid, &run.Concluded{}) // spec: X12
+		}
+		a.active = nil
+		a.next(c)
+	}
+}
+
+func (a *Actor) next(c actor.Context) {
+	for len(a.queue) > 0 && a.active == nil {
+		p := a.queue[0]
+		a.queue = a.queue[1:]
+		a.start(c, p)
+	}
+}
+
+func (a *Actor) onAppendFailed(c actor.Context, m *appendFailed) {
+	// A log that cannot be written cannot record anything: stop serving.
+	a.log.Error("session append failed", "err", m.err)
+	a.broken = m.err
+	for _, subs := range a.keep.subs {
+		for _, s := range subs {
+			a.reply(s.conn, ipc.CodeInternal, "", "session log write failed: "+m.err.Error())
+		}
+	}
+	if a.active != nil && a.active.pid != nil {
+		c.Stop(a.active.pid)
+	}
+}
+
+// onChildGone: a run actor that stopped before its done was durable is
+// concluded by the host as interrupted.
+func (a *Actor) onChildGone(c actor.Context, m *actor.Terminated) {
+	ac := a.active
+	if ac == nil || ac.pid == nil || !ac.pid.Equal(m.Who) || ac.doneSent || a.broken != nil {
+		return
+	}
+	ac.doneSent = true
+	a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInterrupted, Message: "the run stopped inside the runtime before it concluded; it was not retried"})
+	a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
+}
+
+func (a *Actor) onConnClosed(c actor.Context, m *ConnClosed) {
+	for run, subs := range a.keep.subs {
+		kept := subs[:0]
+		for _, s := range subs {
+			if s.conn != m.Conn {
+				kept = append(kept, s)
+			}
+		}
+		a.keep.subs[run] = kept
+	}
+	q := a.queue[:0]
+	for _, p := range a.queue {
+		kept := p.subs[:0]
+		for _, s := range p.subs {
+			if s.conn != m.Conn {
+				kept = append(kept, s)
+			}
+		}
+		p.subs = kept
+		if p.conn == m.Conn && len(p.subs) == 0 {
+			continue // nothing was recorded: the request simply never happened
+		}
+		q = append(q, p)
+	}
+	a.queue = q
+	if w := m.Conn.TakeApproval(); w != nil {
+		w.Answer("eof") // spec: A3 — EOF fails closed
+	}
+}
+
+func (a *Actor) onStopping() {
+	if ac := a.active; ac != nil && !ac.doneSent && a.in != nil {
+		ac.doneSent = true
+		a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInterrupted, Message: "the daemon shut down during this run"})
+		a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
+	}
+	a.closeWriter(nil)
+}
+
+// closeWriter stops the writer after it has written what it holds (bounded wait).
+func (a *Actor) closeWriter(_ error) {
+	if a.in == nil {
+		return
+	}
+	close(a.in)
+	select {
+	case <-a.flushed:
+	case <-time.After(5 * time.Second):
+		a.log.Error("session writer did not finish in 5s")
+	}
+	a.in = nil
+}
+
+// Dir is the session directory (for tests and tools).
+func (a *Actor) Dir() string { return filepath.Clean(a.dir) }
+
+// append hands a frame to the writer; with no writer (a broken log) it is dropped.
+func (a *Actor) append(f ipc.Frame) {
+	if a.in != nil {
+		a.in <- f
+	}
+}

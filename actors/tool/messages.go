@@ -1,0 +1,43 @@
+package tool
+
+import "github.com/cortexfs/ctx/internal/sandbox"
+
+// Call is what the run hands a tool actor: one prepared call. It is the
+// props' input, not a message.
+type Call struct {
+	View   sandbox.View
+	CallID string
+	Name   string
+	Args   []string
+	// Ask is set when .d/approval is ask (A2): the actor asks its parent
+	// before spawning.
+	Ask bool
+}
+
+// Result is sent to the parent (the run) once, when the call is over.
+type Result struct {
+	CallID    string
+	Name      string
+	Status    string // ok | error | denied | cancelled
+	Content   string
+	Truncated bool
+	Layer     string // for denied: which authority layer refused (V3)
+}
+
+// Cancel asks the tool actor to kill its process and report cancelled.
+type Cancel struct{}
+
+// NeedApproval is sent to the parent before spawn when Ask is set.
+type NeedApproval struct{ CallID string }
+
+// Approved answers NeedApproval: only DecisionAllowOnce runs the call (A3).
+type Approved struct{ Decision string }
+
+// finished carries the goroutine's outcome back to the actor.
+type finished struct{ res *Result }
+
+// checked carries the authority check's outcome back to the actor.
+type checked struct {
+	res  *Result // non-nil: refused
+	prep *prepared
+}

@@ -1,0 +1,282 @@
+// Package agentdef reads, validates, creates and edits agent definitions:
+// the agent object agent/<name> and its control files agent/<name>.d/*
+// (runtime.md V1, X1, A1, K2, W1; interfaces.md "Locations").
+package agentdef
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/layout"
+)
+
+// ABI is the only valid executable-agent ABI (X1).
+const ABI = "sdk-envelope-v1"
+
+// ErrInvalid is wrapped by every validation failure of a definition.
+var ErrInvalid = errors.New("invalid agent definition")
+
+// ErrNoSuchAgent means the agent object does not exist.
+var ErrNoSuchAgent = errors.New("no such agent")
+
+// Kind of agent.
+const (
+	KindExec  = "exec"
+	KindModel = "model"
+)
+
+// Controls is the list of control files a definition may carry.
+var Controls = []string{"abi", "approval", "tools", "model", "window", "policy", "label", "root", "cwd",
+	"env", "path", "mount", "uid", "gid", "groups", "system.md", "prompt.template.md"}
+
+// MaxControl bounds one control file.
+const MaxControl = 64 << 10
+
+// KV is one env entry.
+type KV struct{ Key, Value string }
+
+// Def is a loaded definition: a snapshot, re-read for every run.
+type Def struct {
+	Name     string
+	Kind     string
+	Object   string // host path of agent/<name>
+	Control  string // host path of agent/<name>.d
+	Approval string // auto | ask
+	Env      []KV
+	Tools    []string // extra direct-native names (K2)
+	CTXPath  string   // the agent's CTX_PATH (sandbox paths)
+	Models   []string
+	Window   []byte // raw; validated by the window package
+	Label    string
+	Cwd      string
+	Root     string
+}
+
+// Load reads and validates a definition. Errors wrap ErrNoSuchAgent or ErrInvalid.
+func Load(l layout.Layout, name string) (*Def, error) {
+	if err := layout.CheckName("agent", name); err != nil {
+		return nil, err
+	}
+	d := &Def{Name: name, Object: l.AgentObject(name), Control: l.AgentControl(name), Approval: "auto", CTXPath: l.DefaultCTXPath()}
+	st, err := os.Lstat(d.Object)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("agent %q: %w", name, ErrNoSuchAgent)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent %q: %w", name, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("agent %q: %s is not a regular file (symlinks are refused): %w", name, d.Object, ErrInvalid)
+	}
+	read := func(ctl string) ([]byte, bool, error) {
+		b, err := readControl(filepath.Join(d.Control, ctl))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("agent %q: %w", name, err)
+		}
+		return b, true, nil
+	}
+	abi, hasABI, err := read("abi")
+	if err != nil {
+		return nil, err
+	}
+	if hasABI {
+		v, err := OneLine(abi)
+		if err != nil || v != ABI { // spec: X1
+			return nil, fmt.Errorf("agent %q: .d/abi must be exactly %q: %w", name, ABI+"\n", ErrInvalid)
+		}
+		d.Kind = KindExec
+	}
+	if b, ok, err := read("model"); err != nil {
+		return nil, err
+	} else if ok {
+		if d.Models, err = Lines(b, checkModel); err != nil {
+			return nil, fmt.Errorf("agent %q: .d/model: %v: %w", name, err, ErrInvalid)
+		}
+	}
+	if d.Kind == "" {
+		if len(d.Models) == 0 {
+			return nil, fmt.Errorf("agent %q: neither .d/abi nor .d/model: %w", name, ErrInvalid)
+		}
+		d.Kind = KindModel
+	}
+	if b, ok, err := read("approval"); err != nil {
+		return nil, err
+	} else if ok {
+		v, err := OneLine(b)
+		if err != nil || (v != "auto" && v != "ask") { // spec: A1
+			return nil, fmt.Errorf("agent %q: .d/approval must be auto or ask: %w", name, ErrInvalid)
+		}
+		d.Approval = v
+	}
+	if b, ok, err := read("env"); err != nil {
+		return nil, err
+	} else if ok {
+		if d.Env, err = ParseEnv(b); err != nil {
+			return nil, fmt.Errorf("agent %q: .d/env: %v: %w", name, err, ErrInvalid)
+		}
+	}
+	if b, ok, err := read("tools"); err != nil {
+		return nil, err
+	} else if ok {
+		if d.Tools, err = Lines(b, func(s string) error { return layout.CheckName("tool", s) }); err != nil {
+			return nil, fmt.Errorf("agent %q: .d/tools: %v: %w", name, err, ErrInvalid)
+		}
+	}
+	if b, ok, err := read("path"); err != nil {
+		return nil, err
+	} else if ok {
+		v, err := OneLine(b)
+		if err == nil {
+			err = CheckCTXPath(v)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: .d/path: %v: %w", name, err, ErrInvalid)
+		}
+		d.CTXPath = v
+	}
+	if b, ok, err := read("window"); err != nil {
+		return nil, err
+	} else if ok {
+		d.Window = b
+	}
+	for ctl, dst := range map[string]*string{"label": &d.Label, "cwd": &d.Cwd, "root": &d.Root} {
+		if b, ok, err := read(ctl); err != nil {
+			return nil, err
+		} else if ok {
+			v, err := OneLine(b)
+			if err != nil {
+				return nil, fmt.Errorf("agent %q: .d/%s: %v: %w", name, ctl, err, ErrInvalid)
+			}
+			*dst = v
+		}
+	}
+	if d.Cwd != "" && !filepath.IsAbs(d.Cwd) {
+		return nil, fmt.Errorf("agent %q: .d/cwd %q: not absolute: %w", name, d.Cwd, ErrInvalid)
+	}
+	return d, nil
+}
+
+func readControl(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|0x20000 /* O_NOFOLLOW */, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file: %w", path, ErrInvalid)
+	}
+	if st.Size() > MaxControl {
+		return nil, fmt.Errorf("%s: larger than %d bytes: %w", path, MaxControl, ErrInvalid)
+	}
+	b := make([]byte, st.Size()+1)
+	n, _ := f.Read(b)
+	if n > int(st.Size()) {
+		return nil, fmt.Errorf("%s: grew while read: %w", path, ErrInvalid)
+	}
+	return b[:n], nil
+}
+
+// OneLine validates a one-line control file: exactly one LF-terminated line,
+// no CR, no NUL, valid UTF-8. It returns the line without its LF.
+func OneLine(b []byte) (string, error) {
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		return "", errors.New("must be exactly one LF-terminated line")
+	}
+	s := string(b[:len(b)-1])
+	if s == "" || strings.ContainsAny(s, "\n\r\x00") || !utf8.ValidString(s) {
+		return "", errors.New("must be exactly one non-empty LF-terminated line")
+	}
+	return s, nil
+}
+
+// Lines parses a one-value-per-line file (tools, groups, model). Every line
+// must be LF-terminated and pass check; blank lines are refused; duplicates too.
+func Lines(b []byte, check func(string) error) ([]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if b[len(b)-1] != '\n' {
+		return nil, errors.New("last line is not LF-terminated")
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i, ln := range bytes.Split(b[:len(b)-1], []byte("\n")) {
+		s := string(ln)
+		if err := check(s); err != nil {
+			return nil, fmt.Errorf("line %d: %v", i+1, err)
+		}
+		if seen[s] {
+			return nil, fmt.Errorf("line %d: duplicate %q", i+1, s)
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+var envKeyRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// ParseEnv parses .d/env: KEY=VALUE lines, KEY matching [A-Z_][A-Z0-9_]* and
+// not starting with CTX_; the value is literal (no expansion, no quotes).
+func ParseEnv(b []byte) ([]KV, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if b[len(b)-1] != '\n' {
+		return nil, errors.New("last line is not LF-terminated")
+	}
+	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 || bytes.IndexByte(b, '\r') >= 0 {
+		return nil, errors.New("must be UTF-8 text without NUL or CR")
+	}
+	var out []KV
+	seen := map[string]bool{}
+	for i, ln := range strings.Split(string(b[:len(b)-1]), "\n") {
+		k, v, ok := strings.Cut(ln, "=")
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("line %d: want KEY=VALUE", i+1)
+		case !envKeyRE.MatchString(k):
+			return nil, fmt.Errorf("line %d: key %q must match [A-Z_][A-Z0-9_]*", i+1, k)
+		case strings.HasPrefix(k, "CTX_"):
+			return nil, fmt.Errorf("line %d: key %q: CTX_ variables are runtime-held", i+1, k)
+		case seen[k]:
+			return nil, fmt.Errorf("line %d: duplicate key %q", i+1, k)
+		}
+		seen[k] = true
+		out = append(out, KV{k, v})
+	}
+	return out, nil
+}
+
+var modelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*/[A-Za-z0-9][A-Za-z0-9._:/-]*$`)
+
+func checkModel(s string) error {
+	if !modelRE.MatchString(s) {
+		return fmt.Errorf("model %q: want provider/model", s)
+	}
+	return nil
+}
+
+// CheckCTXPath validates a CTX_PATH value: absolute, clean directories separated by colons.
+func CheckCTXPath(v string) error {
+	for _, d := range strings.Split(v, ":") {
+		if d == "" || !filepath.IsAbs(d) || filepath.Clean(d) != d {
+			return fmt.Errorf("CTX_PATH entry %q: not a clean absolute directory", d)
+		}
+	}
+	return nil
+}

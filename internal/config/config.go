@@ -1,0 +1,58 @@
+// Package config holds the daemon's settings and shared services, handed to
+// every actor through its props (never a package variable).
+package config
+
+import (
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/layout"
+)
+
+// Version of ctx, reported by ping.
+const Version = "0.1.0"
+
+// Config is built once by the daemon.
+type Config struct {
+	Layout          layout.Layout
+	Bwrap           string        // bwrap binary; from CTX_BWRAP in the daemon's environment or bwrap.DefaultPath
+	CancelGrace     time.Duration // SIGTERM→SIGKILL (CTX_CANCEL_GRACE)
+	ApprovalTimeout time.Duration // CTX_APPROVAL_TIMEOUT
+	Log             *slog.Logger
+	// Procs counts live sandboxes so shutdown can wait for their grace period.
+	Procs *sync.WaitGroup
+	// Fault is a test-only fault hook (built with -tags ctxfault); nil otherwise.
+	Fault func(point string)
+}
+
+// FromEnv reads the daemon's tunables (interfaces.md "Daemon").
+func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
+	c := &Config{Layout: l, Bwrap: os.Getenv("CTX_BWRAP"), CancelGrace: 2 * time.Second,
+		ApprovalTimeout: 60 * time.Second, Log: log, Procs: &sync.WaitGroup{}}
+	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout} {
+		if v := os.Getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return nil, &BadTunable{Name: name, Value: v}
+			}
+			*dst = d
+		}
+	}
+	return c, nil
+}
+
+// BadTunable reports an unparsable tunable.
+type BadTunable struct{ Name, Value string }
+
+func (e *BadTunable) Error() string {
+	return e.Name + "=" + e.Value + ": want a Go duration such as 2s"
+}
+
+// Hit runs the fault hook at a named point (no-op in normal builds).
+func (c *Config) Hit(point string) {
+	if c.Fault != nil {
+		c.Fault(point)
+	}
+}

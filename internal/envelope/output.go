@@ -1,0 +1,78 @@
+package envelope
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// MaxOutputLine bounds one line of agent output.
+const MaxOutputLine = 1 << 20
+
+// ErrInvalidOutput is wrapped by every X9 violation.
+var ErrInvalidOutput = errors.New("invalid agent output")
+
+// Line is one parsed agent output line.
+type Line struct {
+	Type string   // delta | tool_call
+	Text string   // delta
+	ID   string   // tool_call
+	Name string   // tool_call
+	Args []string // tool_call
+}
+
+// ParseLine parses one line of agent stdout (without its newline). Only
+// {"type":"delta","text":...} and {"type":"tool_call","id":...,"name":...,"args":[...]}
+// are valid; anything else — result, approval, done or lifecycle frames,
+// unknown fields, malformed JSON — is invalid output (X9).
+func ParseLine(b []byte) (*Line, error) {
+	bad := func(f string, a ...any) (*Line, error) {
+		return nil, fmt.Errorf(f+": %w", append(a, ErrInvalidOutput)...)
+	}
+	if len(b) > MaxOutputLine {
+		return bad("line of %d bytes exceeds %d", len(b), MaxOutputLine)
+	}
+	if !utf8.Valid(b) {
+		return bad("line is not valid UTF-8")
+	}
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return bad("not a JSON object: %.200q", b)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	switch head.Type {
+	case "delta":
+		var d struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		}
+		if err := dec.Decode(&d); err != nil || d.Text == nil {
+			return bad("delta must be exactly {type, text}")
+		}
+		return &Line{Type: "delta", Text: *d.Text}, nil
+	case "tool_call":
+		var c struct {
+			Type string    `json:"type"`
+			ID   string    `json:"id"`
+			Name string    `json:"name"`
+			Args *[]string `json:"args"`
+		}
+		if err := dec.Decode(&c); err != nil || c.Args == nil || c.ID == "" || c.Name == "" {
+			return bad("tool_call must be exactly {type, id, name, args: [strings]}")
+		}
+		if len(c.ID) > 128 || len(c.Name) > 64 {
+			return bad("tool_call id or name too long")
+		}
+		return &Line{Type: "tool_call", ID: c.ID, Name: c.Name, Args: *c.Args}, nil
+	case "":
+		return bad("line has no type")
+	default:
+		// Only the host writes results, approvals and lifecycle frames (X7, A3).
+		return bad("agents may not emit %q frames", head.Type)
+	}
+}

@@ -1,0 +1,192 @@
+// Package proc starts sandboxed processes (bwrap) in their own process group
+// and PID namespace and ends them: SIGTERM to everything inside, a grace
+// period, then SIGKILL of the namespace (runtime.md X12).
+package proc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/bwrap"
+)
+
+// Proc is one started sandbox.
+type Proc struct {
+	cmd    *exec.Cmd
+	Stdout io.ReadCloser
+	stderr *Tail
+	done   chan struct{}
+	err    error
+	once   sync.Once
+}
+
+// Options for Start.
+type Options struct {
+	Bwrap      string     // bwrap binary (absolute)
+	Spec       bwrap.Spec // the sandbox
+	Stdin      []byte     // written then closed
+	StderrMax  int        // bytes of stderr kept (tail); default 64 KiB
+	ExtraFiles []*os.File // fds 3.. in bwrap's process
+	// Started runs after the process started and before Start returns
+	// (launch-root registration; releasing a --block-fd).
+	Started func(pid int) error
+}
+
+// Start starts bwrap with the spec. The process runs in its own process group
+// and dies with the daemon (PR_SET_PDEATHSIG → bwrap --die-with-parent).
+func Start(o Options) (*Proc, error) {
+	args, err := o.Spec.Args()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(o.Bwrap, args...)
+	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv/--setenv)
+	cmd.Dir = "/"
+	cmd.Stdin = bytes.NewReader(o.Stdin)
+	cmd.ExtraFiles = o.ExtraFiles
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 2 * time.Second
+	max := o.StderrMax
+	if max <= 0 {
+		max = 64 << 10
+	}
+	p := &Proc{cmd: cmd, stderr: &Tail{Max: max}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if p.Stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+	}
+	if o.Started != nil {
+		if err := o.Started(cmd.Process.Pid); err != nil {
+			p.Kill()
+			_ = cmd.Wait()
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Pid is bwrap's host pid (the process-group leader).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Wait waits for exit (call once, from one goroutine, after stdout is drained).
+func (p *Proc) Wait() error {
+	p.once.Do(func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	})
+	return p.err
+}
+
+// Done is closed after Wait returned.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Stderr returns the kept tail of stderr.
+func (p *Proc) Stderr() []byte { return p.stderr.Bytes() }
+
+// ExitCode of a finished process (-1 when killed by a signal).
+func (p *Proc) ExitCode() int {
+	if p.cmd.ProcessState == nil {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// Kill sends SIGKILL to the whole sandbox at once: every descendant and the
+// process group. Killing the PID namespace's init ends everything inside it,
+// setsid grandchildren included.
+func (p *Proc) Kill() {
+	for _, pid := range Descendants(p.Pid()) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+}
+
+// Terminate sends SIGTERM to every process inside the sandbox (the agent's
+// process group and any setsid descendants), waits up to grace for the
+// sandbox to exit, then SIGKILLs it (X12). It returns at once; the grace
+// timer ends with ctx, with the process, or after grace.
+func (p *Proc) Terminate(ctx context.Context, grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	for _, pid := range Descendants(p.Pid()) {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	go func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-p.done:
+		case <-t.C:
+			p.Kill()
+		case <-ctx.Done():
+			p.Kill()
+		}
+	}()
+}
+
+// Descendants lists the pids below pid (children first), read from
+// /proc/<pid>/task/<tid>/children.
+func Descendants(pid int) []int {
+	var out []int
+	seen := map[int]bool{pid: true}
+	queue := []int{pid}
+	for len(queue) > 0 && len(out) < 4096 {
+		cur := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(cur) + "/task")
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(cur) + "/task/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				c, err := strconv.Atoi(f)
+				if err == nil && !seen[c] {
+					seen[c] = true
+					out = append(out, c)
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Tail keeps the last Max bytes written to it.
+type Tail struct {
+	Max int
+	mu  sync.Mutex
+	b   []byte
+}
+
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.Max {
+		t.b = append([]byte{}, t.b[len(t.b)-t.Max:]...)
+	}
+	return len(p), nil
+}
+
+// Bytes returns a copy of the kept bytes.
+func (t *Tail) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte{}, t.b...)
+}

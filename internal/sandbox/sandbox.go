@@ -1,0 +1,128 @@
+// Package sandbox derives the bwrap view of an agent — what an executable
+// agent step and a tool call see — from the definition, the session and the
+// request (runtime.md B1–B4, X11). The terminal view builds on the same.
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/layout"
+)
+
+// View is the request-dependent part of a sandbox.
+type View struct {
+	Layout    layout.Layout
+	Def       *agentdef.Def
+	Session   string
+	Run       string
+	Workspace string // host directory bound at /workspace, or ""
+	Cwd       string // working directory inside the view ("" = default)
+}
+
+// Subject is CTX_AGENT_SUBJECT: <uid>:<agent>:<session>.
+func (v View) Subject() string {
+	return strconv.Itoa(v.Layout.UID) + ":" + v.Def.Name + ":" + v.Session
+}
+
+// WorkDir is the working directory inside the view: the request's cwd, else
+// .d/cwd, else /workspace when a workspace is bound, else /home/agent.
+func (v View) WorkDir() string {
+	switch {
+	case v.Cwd != "":
+		return v.Cwd
+	case v.Def.Cwd != "":
+		return v.Def.Cwd
+	case v.Workspace != "":
+		return layout.SandboxWorkspace
+	}
+	return layout.SandboxHome
+}
+
+// BaseEnv is the runtime-held environment every sandboxed process of the
+// view gets (B3 names; CTX_* are runtime-held, X11).
+func (v View) BaseEnv() map[string]string {
+	uid := strconv.Itoa(v.Layout.UID)
+	return map[string]string{
+		"CTX_ROOT":          layout.SandboxRoot,
+		"CTX_HOME":          layout.SandboxRoot + "/home/" + uid,
+		"CTX_AGENT":         v.Def.Name,
+		"CTX_AGENT_SUBJECT": v.Subject(),
+		"CTX_PATH":          v.Def.CTXPath,
+		"HOME":              layout.SandboxHome,
+	}
+}
+
+// ToolEnv is the environment of a tool process: exactly the B3 allowlist
+// plus the run id and control socket the agent.update tool needs.
+func (v View) ToolEnv() map[string]string {
+	env := v.BaseEnv()
+	env["USER"] = "agent"
+	env["LOGNAME"] = "agent"
+	env["SHELL"] = layout.SandboxRoot + "/bin/tsh"
+	env["TERM"] = "dumb"
+	env["LANG"] = "C.UTF-8"
+	env["CTX_RUN"] = v.Run
+	env["CTX_CONTROL_SOCKET"] = layout.SandboxControlSocket
+	return env
+}
+
+// AgentEnv is an executable agent's environment: .d/env, then the
+// runtime-held variables (which .d/env cannot override), nothing of the
+// daemon's own environment (X11, B4).
+func (v View) AgentEnv(step int) map[string]string {
+	env := map[string]string{}
+	for _, kv := range v.Def.Env {
+		env[kv.Key] = kv.Value
+	}
+	for k, val := range v.BaseEnv() {
+		env[k] = val
+	}
+	env["CTX_SESSION"] = v.Session
+	env["CTX_RUN"] = v.Run
+	env["CTX_STEP"] = strconv.Itoa(step)
+	return env
+}
+
+// Spec builds the bwrap spec of the view running argv with env.
+// Visible under /ctx: bin/ and the tool directories (read-only), and the
+// agent object itself for executable agents. The agent home is writable at
+// /home/agent; the workspace at /workspace with its .git read-only.
+func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
+	l := v.Layout
+	home := l.AgentHome(v.Def.Name)
+	_ = os.MkdirAll(home, 0o700)
+	s := bwrap.Spec{
+		System: true,
+		Dirs:   []string{layout.SandboxRoot, layout.SandboxHome},
+		Mounts: []bwrap.Mount{
+			{Src: l.BinDir(), Dst: layout.SandboxRoot + "/bin", Try: true},
+			{Src: l.ToolDir(), Dst: layout.SandboxRoot + "/tool", Try: true},
+			{Src: l.UserToolDir(), Dst: layout.SandboxRoot + "/home/" + strconv.Itoa(l.UID) + "/tool", Try: true},
+			{Src: home, Dst: layout.SandboxHome, Write: true},
+		},
+		Env:   env,
+		Chdir: v.WorkDir(),
+		Argv:  argv,
+	}
+	if v.Def.Kind == agentdef.KindExec {
+		s.Mounts = append(s.Mounts, bwrap.Mount{Src: v.Def.Object, Dst: v.AgentPath()})
+	}
+	if v.Workspace != "" {
+		s.Mounts = append(s.Mounts, bwrap.Mount{Src: v.Workspace, Dst: layout.SandboxWorkspace, Write: true})
+		if _, err := os.Lstat(filepath.Join(v.Workspace, ".git")); err == nil {
+			// spec: B1 — .git is re-mounted read-only inside the writable workspace.
+			s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(v.Workspace, ".git"), Dst: layout.SandboxWorkspace + "/.git"})
+		}
+	}
+	if _, err := os.Stat(l.ControlSocket()); err == nil {
+		s.Mounts = append(s.Mounts, bwrap.Mount{Src: l.ControlSocket(), Dst: layout.SandboxControlSocket, Try: true})
+	}
+	return s
+}
+
+// AgentPath is where the agent object appears inside the view.
+func (v View) AgentPath() string { return layout.SandboxRoot + "/agent/" + v.Def.Name }

@@ -1,0 +1,255 @@
+// Package store is the durable session log: events.jsonl (every frame, the
+// source of truth) and messages.jsonl (the raw conversation), one writer per
+// session.
+//
+// Fsync policy: every frame is one write(2) of one whole line to an O_APPEND
+// file, so a crash loses at most a torn last line, which Open repairs. The
+// file is fsynced after each commit frame (user, tool_result, approval,
+// assistant, error, cancelled, done); delta, start, tool_call,
+// approval_request and candidate frames reach the disk with the next commit.
+// A frame is committed when its line is in events.jsonl; messages.jsonl is
+// derived from committed frames and rebuilt from events.jsonl on open when
+// the two disagree.
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/cortexfs/ctx/internal/atomicfile"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// ErrCorrupt means a complete line in the middle of events.jsonl is not a frame.
+var ErrCorrupt = errors.New("corrupt session log")
+
+// File names inside a session directory.
+const (
+	EventsFile   = "events.jsonl"
+	MessagesFile = "messages.jsonl"
+)
+
+// Record is one committed frame: its parsed form and its exact line.
+type Record struct {
+	Frame ipc.Frame
+	Line  []byte // with trailing newline
+}
+
+// Log is an open session log. It is not safe for concurrent use: the session
+// actor's writer goroutine owns it.
+type Log struct {
+	dir      string
+	events   *os.File
+	messages *os.File
+	seq      int64
+	// NoSync turns off fsync (benchmarks only).
+	NoSync bool
+}
+
+// Open opens (creating if needed) the session log in dir, repairs a torn
+// last line (kept aside as events.jsonl.broken-<n>) and returns every
+// committed record. A corrupt complete line is a hard error naming it.
+func Open(dir string) (*Log, []Record, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("session %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, EventsFile)
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("session log %s: %w", path, err)
+	}
+	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
+		torn := data[i+1:]
+		if err := keepBroken(dir, torn); err != nil {
+			return nil, nil, err
+		}
+		if err := os.Truncate(path, int64(i+1)); err != nil {
+			return nil, nil, fmt.Errorf("session log %s: cut torn line: %w", path, err)
+		}
+		data = data[:i+1]
+	}
+	recs, err := parse(data, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("session log %s: %w", path, err)
+	}
+	l := &Log{dir: dir, events: f}
+	if n := len(recs); n > 0 {
+		l.seq = recs[n-1].Frame.Seq
+	}
+	if err := l.reconcileMessages(recs); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	m, err := os.OpenFile(filepath.Join(dir, MessagesFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("session messages: %w", err)
+	}
+	l.messages = m
+	return l, recs, nil
+}
+
+func keepBroken(dir string, torn []byte) error {
+	for n := 1; ; n++ {
+		p := filepath.Join(dir, EventsFile+".broken-"+strconv.Itoa(n))
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("session log: keep torn line: %w", err)
+		}
+		_, werr := f.Write(torn)
+		serr := f.Sync()
+		cerr := f.Close()
+		if err := errors.Join(werr, serr, cerr); err != nil {
+			return fmt.Errorf("session log: keep torn line: %w", err)
+		}
+		return atomicfile.SyncDir(dir)
+	}
+}
+
+func parse(data []byte, path string) ([]Record, error) {
+	var recs []Record
+	var prev int64
+	for n := 1; len(data) > 0; n++ {
+		i := bytes.IndexByte(data, '\n')
+		line := data[:i+1]
+		data = data[i+1:]
+		var f ipc.Frame
+		if err := json.Unmarshal(line, &f); err != nil || f.Type == "" || f.Seq <= prev {
+			why := "not a frame"
+			if err != nil {
+				why = err.Error()
+			} else if f.Seq <= prev {
+				why = fmt.Sprintf("seq %d does not follow %d", f.Seq, prev)
+			}
+			return nil, fmt.Errorf("%s:%d: %s: %w", path, n, why, ErrCorrupt)
+		}
+		prev = f.Seq
+		recs = append(recs, Record{Frame: f, Line: line})
+	}
+	return recs, nil
+}
+
+// Seq is the last committed sequence number.
+func (l *Log) Seq() int64 { return l.seq }
+
+// IsCommitPoint reports whether the log fsyncs after this frame.
+func IsCommitPoint(t string) bool {
+	switch t {
+	case ipc.TypeUser, ipc.TypeToolResult, ipc.TypeApproval, ipc.TypeAssistant,
+		ipc.TypeError, ipc.TypeCancelled, ipc.TypeDone:
+		return true
+	}
+	return false
+}
+
+// Append assigns the next seq and a timestamp, writes the frame as one line
+// and fsyncs at commit points. The returned record is committed.
+func (l *Log) Append(f ipc.Frame) (Record, error) {
+	f.Seq = l.seq + 1
+	if f.TS == "" {
+		f.TS = ipc.Now()
+	}
+	line := f.Line()
+	if _, err := l.events.Write(line); err != nil {
+		return Record{}, fmt.Errorf("session append: %w", err)
+	}
+	if !l.NoSync && IsCommitPoint(f.Type) {
+		if err := l.events.Sync(); err != nil {
+			return Record{}, fmt.Errorf("session append: fsync: %w", err)
+		}
+	}
+	l.seq = f.Seq
+	if m := messageOf(&f); m != nil {
+		// messages.jsonl is derived; a failed write is repaired on next open.
+		_, _ = l.messages.Write(m)
+	}
+	return Record{Frame: f, Line: line}, nil
+}
+
+// Close closes the files.
+func (l *Log) Close() error {
+	var errs []error
+	if l.events != nil {
+		errs = append(errs, l.events.Sync(), l.events.Close())
+	}
+	if l.messages != nil {
+		errs = append(errs, l.messages.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Message is one line of messages.jsonl: the raw conversation (P5, X7).
+type Message struct {
+	Role      string `json:"role"` // user | tool | assistant | error
+	Run       string `json:"run"`
+	Seq       int64  `json:"seq"`
+	TS        string `json:"ts"`
+	Text      string `json:"text,omitempty"`
+	CallID    string `json:"call_id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Status    string `json:"status,omitempty"`
+	Content   string `json:"content,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+	Code      string `json:"code,omitempty"`
+}
+
+// MessageOf returns the conversation message a committed frame contributes, if any.
+func MessageOf(f *ipc.Frame) *Message {
+	m := &Message{Run: f.Run, Seq: f.Seq, TS: f.TS}
+	switch f.Type {
+	case ipc.TypeUser:
+		m.Role, m.Text = "user", f.Text
+	case ipc.TypeToolResult:
+		m.Role, m.CallID, m.Name, m.Status, m.Content, m.Truncated = "tool", f.CallID, f.Name, f.Status, f.Content, f.Truncated
+	case ipc.TypeAssistant:
+		m.Role, m.Text = "assistant", f.Text
+	case ipc.TypeError:
+		if f.Run == "" {
+			return nil
+		}
+		m.Role, m.Code, m.Text = "error", f.Code, f.Message
+	default:
+		return nil
+	}
+	return m
+}
+
+func messageOf(f *ipc.Frame) []byte {
+	m := MessageOf(f)
+	if m == nil {
+		return nil
+	}
+	b, _ := json.Marshal(m)
+	return append(b, '\n')
+}
+
+// reconcileMessages rewrites messages.jsonl from the committed records when
+// it does not hold exactly the messages they imply.
+func (l *Log) reconcileMessages(recs []Record) error {
+	var want bytes.Buffer
+	for i := range recs {
+		want.Write(messageOf(&recs[i].Frame))
+	}
+	path := filepath.Join(l.dir, MessagesFile)
+	have, err := os.ReadFile(path)
+	if err == nil && bytes.Equal(have, want.Bytes()) {
+		return nil
+	}
+	if err := atomicfile.WriteFile(path, want.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("session messages: rebuild: %w", err)
+	}
+	return nil
+}

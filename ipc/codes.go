@@ -1,0 +1,68 @@
+package ipc
+
+import (
+	"errors"
+
+	"github.com/cortexfs/ctx/internal/layout"
+)
+
+// Wire error codes (interfaces.md "Socket frames"; extras listed in the README).
+const (
+	CodeBadRequest         = "bad_request"
+	CodeTooLarge           = "too_large"
+	CodeUnknownAgent       = "unknown_agent"
+	CodeBadName            = "bad_name"
+	CodeIDConflict         = "id_conflict"
+	CodeBusy               = "busy"
+	CodeInvalidAgentOutput = "invalid_agent_output"
+	CodeLimitExceeded      = "limit_exceeded"
+	CodeInterrupted        = "interrupted"
+	CodeDenied             = "denied"
+	CodeWindowInvalid      = "window_invalid"
+	CodeModelUnavailable   = "model_unavailable"
+	CodeSandboxUnavailable = "sandbox_unavailable"
+	// Additions.
+	CodeAgentInvalid   = "agent_invalid"   // a control file of the definition is invalid
+	CodeAgentFailed    = "agent_failed"    // the agent process could not be started
+	CodeNotFound       = "not_found"       // cancel: no such active run
+	CodeSessionCorrupt = "session_corrupt" // events.jsonl has a corrupt line in the middle
+	CodeSlowClient     = "slow_client"     // this connection could not keep up and is dropped
+	CodeInternal       = "internal"
+)
+
+// Code maps an error class to its wire code (STYLE habit 11: one function).
+func Code(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrTooLarge):
+		return CodeTooLarge
+	case errors.Is(err, layout.ErrBadName):
+		return CodeBadName
+	case errors.Is(err, ErrBadRequest):
+		return CodeBadRequest
+	}
+	var c interface{ WireCode() string }
+	if errors.As(err, &c) {
+		return c.WireCode()
+	}
+	return CodeInternal
+}
+
+// CodedError carries an explicit wire code.
+type CodedError struct {
+	C   string
+	Err error
+}
+
+func (e *CodedError) Error() string    { return e.Err.Error() }
+func (e *CodedError) Unwrap() error    { return e.Err }
+func (e *CodedError) WireCode() string { return e.C }
+
+// WithCode wraps err with a wire code.
+func WithCode(code string, err error) error { return &CodedError{C: code, Err: err} }
+
+// ErrorFrame builds an error frame for err.
+func ErrorFrame(run string, err error) *Frame {
+	return &Frame{Type: TypeError, Run: run, Code: Code(err), Message: err.Error()}
+}

@@ -1,0 +1,200 @@
+package ipc
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/layout"
+)
+
+// Limits of the request protocol (interfaces.md "Socket frames").
+const (
+	MaxLine  = 1 << 20   // a request line, without its newline
+	MaxInput = 512 << 10 // a send's input
+)
+
+// Request is one P2 request line.
+type Request struct {
+	Op        string   `json:"op"`
+	ID        string   `json:"id,omitempty"`
+	Session   string   `json:"session,omitempty"`
+	Scope     string   `json:"scope,omitempty"`
+	Cwd       string   `json:"cwd,omitempty"`
+	Workspace string   `json:"workspace,omitempty"`
+	Input     *string  `json:"input,omitempty"`
+	Args      []string `json:"args,omitempty"`
+	Run       string   `json:"run,omitempty"`
+	Decision  string   `json:"decision,omitempty"`
+}
+
+// Request ops.
+const (
+	OpPing    = "ping"
+	OpSend    = "send"
+	OpTsh     = "tsh"
+	OpResume  = "resume"
+	OpCancel  = "cancel"
+	OpApprove = "approve"
+)
+
+// Approval decisions a client may send; the host adds timeout, eof, malformed, mismatch.
+const (
+	DecisionAllowOnce = "allow_once"
+	DecisionDeny      = "deny"
+)
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// ErrBadRequest and ErrTooLarge classify parse failures.
+var (
+	ErrBadRequest = errors.New("bad request")
+	ErrTooLarge   = errors.New("too large")
+)
+
+// CheckID validates a request, run or call id.
+func CheckID(what, id string) error {
+	if !idRE.MatchString(id) {
+		return fmt.Errorf("%s %q: must match [A-Za-z0-9][A-Za-z0-9._:-]{0,127}: %w", what, id, ErrBadRequest)
+	}
+	return nil
+}
+
+// ParseRequest decodes and validates one request line (without its newline).
+// Unknown fields are refused so a typo never silently becomes a default.
+// It checks syntax only; whether a workspace exists is the daemon's check.
+func ParseRequest(line []byte) (*Request, error) {
+	if len(line) > MaxLine {
+		return nil, fmt.Errorf("request line of %d bytes exceeds %d: %w", len(line), MaxLine, ErrTooLarge)
+	}
+	if !utf8.Valid(line) {
+		return nil, fmt.Errorf("request is not valid UTF-8: %w", ErrBadRequest)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var r Request
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("request is not a JSON object of known fields: %v: %w", err, ErrBadRequest)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after the request object: %w", ErrBadRequest)
+	}
+	bad := func(format string, a ...any) (*Request, error) {
+		return nil, fmt.Errorf(format+": %w", append(a, ErrBadRequest)...)
+	}
+	session := func() error {
+		if r.Session == "" {
+			r.Session = "default"
+		}
+		if err := layout.CheckName("session", r.Session); err != nil {
+			return fmt.Errorf("%v: %w", err, ErrBadRequest)
+		}
+		switch r.Scope {
+		case "":
+			r.Scope = layout.ScopePrivate
+		case layout.ScopePrivate, layout.ScopeShared:
+		default:
+			return fmt.Errorf("scope %q: must be private or shared: %w", r.Scope, ErrBadRequest)
+		}
+		return nil
+	}
+	switch r.Op {
+	case OpPing:
+	case OpSend, OpTsh:
+		if err := CheckID("id", r.ID); err != nil {
+			return nil, err
+		}
+		if err := session(); err != nil {
+			return nil, err
+		}
+		if r.Workspace != "" && !filepath.IsAbs(r.Workspace) {
+			return bad("workspace %q: not an absolute path", r.Workspace)
+		}
+		if r.Cwd != "" && !filepath.IsAbs(r.Cwd) {
+			return bad("cwd %q: not an absolute path", r.Cwd)
+		}
+		if r.Op == OpSend {
+			if r.Input == nil {
+				return bad("send needs input")
+			}
+			if len(*r.Input) > MaxInput {
+				return nil, fmt.Errorf("input of %d bytes exceeds %d: %w", len(*r.Input), MaxInput, ErrTooLarge)
+			}
+			if r.Args != nil {
+				return bad("send takes no args")
+			}
+		} else {
+			if len(r.Args) == 0 {
+				return bad("tsh needs args")
+			}
+			if r.Input != nil {
+				return bad("tsh takes no input")
+			}
+		}
+	case OpResume:
+		if err := session(); err != nil {
+			return nil, err
+		}
+	case OpCancel:
+		if r.ID != "" {
+			if err := CheckID("run", r.ID); err != nil {
+				return nil, err
+			}
+		}
+		if r.Session != "" || r.ID == "" {
+			if err := session(); err != nil {
+				return nil, err
+			}
+		}
+	case OpApprove:
+		if err := CheckID("run", r.Run); err != nil {
+			return nil, err
+		}
+		if err := CheckID("id", r.ID); err != nil {
+			return nil, err
+		}
+		// The decision itself is judged by the waiting call (a bad one is "malformed").
+	case "":
+		return bad("missing op")
+	default:
+		return bad("unknown op %q", r.Op)
+	}
+	return &r, nil
+}
+
+// Digest identifies a send or tsh request's payload, so a reused id with a
+// different payload is refused (id_conflict) while an identical one replays.
+func (r *Request) Digest() string {
+	h := sha256.New()
+	j, _ := json.Marshal(struct {
+		Op, Session, Scope, Cwd, Workspace string
+		Input                              *string
+		Args                               []string
+	}{r.Op, r.Session, r.Scope, r.Cwd, r.Workspace, r.Input, r.Args})
+	h.Write(j)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// ClassifyApproval turns the one line read after an approval_request into a
+// decision (A3): allow_once or deny when it is a well-formed approve for the
+// pending call; mismatch when it names another run or call; malformed otherwise.
+func ClassifyApproval(line []byte, run, id string) string {
+	r, err := ParseRequest(line)
+	if err != nil || r.Op != OpApprove {
+		return "malformed"
+	}
+	if r.Run != run || r.ID != id {
+		return "mismatch"
+	}
+	switch r.Decision {
+	case DecisionAllowOnce, DecisionDeny:
+		return r.Decision
+	}
+	return "malformed"
+}

@@ -1,0 +1,124 @@
+package ipc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrSocketInUse means another live process serves the socket path.
+var ErrSocketInUse = errors.New("socket in use by a live process")
+
+// Listen binds a unix socket at path with mode 0600 in a 0700 directory.
+// A stale socket file (nobody answers) is removed; a live one is refused.
+func Listen(path string) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("listen %s: %w", path, ErrSocketInUse)
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("listen %s: exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("listen %s: remove stale socket: %w", path, err)
+		}
+	}
+	old := unix.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen %s: chmod: %w", path, err)
+	}
+	return ln, nil
+}
+
+// PeerCred returns the kernel's credentials of the process at the other end.
+func PeerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, serr
+}
+
+// ErrUnavailable means no daemon or socket answered.
+var ErrUnavailable = errors.New("socket unavailable")
+
+// Dial connects to the first of paths that answers.
+func Dial(ctx context.Context, paths ...string) (*net.UnixConn, error) {
+	var last error
+	for _, p := range paths {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "unix", p)
+		if err == nil {
+			return c.(*net.UnixConn), nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("%w: %v", ErrUnavailable, last)
+}
+
+// LineReader reads bounded JSONL lines.
+type LineReader struct {
+	r *bufio.Reader
+}
+
+// NewLineReader wraps r.
+func NewLineReader(r io.Reader) *LineReader {
+	return &LineReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next returns the next line without its newline. A line over MaxLine bytes
+// returns ErrTooLarge (the rest of the stream is not resynchronised: the
+// caller closes the connection, as interfaces.md pins). A final line without
+// newline at EOF is returned; then io.EOF.
+func (lr *LineReader) Next() ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxLine+1 {
+			return nil, fmt.Errorf("line exceeds %d bytes: %w", MaxLine, ErrTooLarge)
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return line, nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+// IsClosed reports whether err is an ordinary end of a connection.
+func IsClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}

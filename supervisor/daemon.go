@@ -1,0 +1,191 @@
+// Package supervisor is the root of the daemon: it builds the actor system,
+// supervises one agent actor per definition (restarting crashed children),
+// serves the system socket and shuts everything down in order.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/cortexfs/ctx/internal/atomicfile"
+	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// Daemon is `ctx daemon`.
+type Daemon struct {
+	Cfg *config.Config
+	// Listener is the system socket from socket activation (LISTEN_FDS), or nil.
+	Listener *net.UnixListener
+	// BinDir holds the tsh and ctxterm binaries to install under CTX_ROOT/bin.
+	BinDir string
+}
+
+// Run serves until ctx is cancelled, then shuts down: running runs are
+// concluded, their sandboxes get SIGTERM and the grace period, sockets are removed.
+func (d *Daemon) Run(ctx context.Context) error {
+	cfg := d.Cfg
+	l := cfg.Layout
+	if err := l.EnsureRuntime(); err != nil {
+		return err
+	}
+	for _, dir := range []string{l.Root, l.AgentDir(), l.BinDir(), l.ToolDir(), l.UserHome()} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("daemon: %w", err)
+		}
+	}
+	bw, err := bwrap.Find(cfg.Bwrap)
+	if err != nil {
+		cfg.Log.Warn("bwrap unavailable: agent and tool starts will fail closed", "err", err)
+		bw = bwrap.DefaultPath
+	}
+	cfg.Bwrap = bw
+	if d.BinDir != "" {
+		if err := Install(d.BinDir, l.BinDir()); err != nil {
+			cfg.Log.Warn("install binaries", "err", err)
+		}
+	}
+	ln := d.Listener
+	if ln == nil {
+		if ln, err = ipc.Listen(l.SystemSocket()); err != nil {
+			return fmt.Errorf("daemon: system socket: %w", err)
+		}
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return cfg.Log.With("lib", "protoactor")
+	}))
+	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{cfg: cfg} },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.RestartDirective })))
+	root, err := system.Root.SpawnNamed(rootProps, "supervisor")
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("daemon: %w", err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		serveSystem(cfg, ln)
+	}()
+	cfg.Log.Info("daemon ready", "root", l.Root, "runtime", l.Runtime, "bwrap", bw, "pid", os.Getpid())
+	<-ctx.Done()
+	cfg.Log.Info("daemon shutting down")
+	ln.Close()
+	if err := system.Root.PoisonFuture(root).Wait(); err != nil {
+		cfg.Log.Warn("stop actors", "err", err)
+	}
+	// Sandboxes got SIGTERM; give them their grace period to exit.
+	waited := make(chan struct{})
+	go func() { cfg.Procs.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(cfg.CancelGrace + 3*time.Second):
+		cfg.Log.Warn("sandboxes still running after the grace period")
+	}
+	wg.Wait()
+	system.Shutdown()
+	return nil
+}
+
+// serveSystem serves the system socket: ping (readiness). A4: the owner or uid 0.
+func serveSystem(cfg *config.Config, ln *net.UnixListener) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var mu sync.Mutex
+	conns := map[*net.UnixConn]bool{}
+	defer func() {
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		cred, err := ipc.PeerCred(c)
+		if err != nil || (int(cred.Uid) != cfg.Layout.UID && cred.Uid != 0) { // spec: A4
+			uid := -1
+			if cred != nil {
+				uid = int(cred.Uid)
+			}
+			cfg.Log.Warn("system socket refused a connection", "uid", uid)
+			c.Close()
+			continue
+		}
+		mu.Lock()
+		conns[c] = true
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { mu.Lock(); delete(conns, c); mu.Unlock(); c.Close() }()
+			lr := ipc.NewLineReader(c)
+			for {
+				line, err := lr.Next()
+				if err != nil {
+					if errors.Is(err, ipc.ErrTooLarge) {
+						c.Write(ipc.ErrorFrame("", err).Line())
+					}
+					return
+				}
+				req, err := ipc.ParseRequest(line)
+				var f *ipc.Frame
+				switch {
+				case err != nil:
+					f = ipc.ErrorFrame("", err)
+				case req.Op == ipc.OpPing:
+					f = &ipc.Frame{Type: ipc.TypePong, Version: config.Version}
+				default:
+					f = &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeBadRequest, Message: "the system socket serves ping; send " + req.Op + " to the agent socket"}
+				}
+				c.SetWriteDeadline(time.Now().Add(ipc.WriteTimeout))
+				if _, err := c.Write(f.Line()); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// Install copies tsh, ctxterm and agent.update from src into CTX_ROOT/bin
+// (and the agent.update tool object) when they differ.
+func Install(src, binDir string) error {
+	var errs []error
+	for _, name := range []string{"tsh", "ctxterm"} {
+		errs = append(errs, copyIfChanged(filepath.Join(src, name), filepath.Join(binDir, name)))
+	}
+	return errors.Join(errs...)
+}
+
+func copyIfChanged(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer in.Close()
+	b, err := io.ReadAll(in)
+	if err != nil {
+		return err
+	}
+	if old, err := os.ReadFile(dst); err == nil && string(old) == string(b) {
+		return nil
+	}
+	return atomicfile.WriteFile(dst, b, 0o755)
+}
