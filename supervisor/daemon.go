@@ -12,10 +12,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
 	"github.com/cortexfs/ctx/internal/bwrap"
@@ -45,6 +48,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return fmt.Errorf("daemon: %w", err)
 		}
 	}
+	unlock, err := lockDaemon(l.UserHome())
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	bw, err := bwrap.Find(cfg.Bwrap)
 	if err != nil {
 		cfg.Log.Warn("bwrap unavailable: agent and tool starts will fail closed", "err", err)
@@ -64,7 +72,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return cfg.Log.With("lib", "protoactor")
-	}))
+	}), actor.WithDeveloperSupervisionLogging(os.Getenv("CTX_DEBUG") == "1"))
 	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{cfg: cfg} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.RestartDirective })))
 	root, err := system.Root.SpawnNamed(rootProps, "supervisor")
@@ -96,6 +104,27 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Wait()
 	system.Shutdown()
 	return nil
+}
+
+// ErrRunning means another daemon holds this user's CTX_ROOT.
+var ErrRunning = errors.New("another ctx daemon is running for this CTX_ROOT")
+
+// lockDaemon takes the per-user daemon lock: two daemons on one CTX_ROOT
+// would both write session logs (and conclude each other's runs).
+func lockDaemon(dir string) (func(), error) {
+	p := filepath.Join(dir, "daemon.lock")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("daemon lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(p)
+		f.Close()
+		return nil, fmt.Errorf("%w (pid %s, lock %s)", ErrRunning, strings.TrimSpace(string(b)), p)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { f.Close() }, nil
 }
 
 // serveSystem serves the system socket: ping (readiness). A4: the owner or uid 0.

@@ -370,7 +370,7 @@ func (a *Actor) onNeedApproval(c actor.Context, m *tool.NeedApproval) {
 	if a.toolCall == nil || a.toolCall.ID != m.CallID || a.concluded {
 		return
 	}
-	c.Send(c.Parent(), &ApprovalNeeded{Run: a.spec.RunID, CallID: m.CallID, Name: a.toolCall.Name, Args: nonNil(a.toolCall.Args)})
+	c.Request(c.Parent(), &ApprovalNeeded{Run: a.spec.RunID, CallID: m.CallID, Name: a.toolCall.Name, Args: nonNil(a.toolCall.Args)})
 }
 
 func (a *Actor) onApprovalAnswer(c actor.Context, m *ApprovalAnswer) {
@@ -413,7 +413,7 @@ func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 
 func (a *Actor) emit(c actor.Context, f *ipc.Frame) {
 	f.Run = a.spec.RunID
-	c.Send(c.Parent(), &Emit{Frame: f})
+	c.Request(c.Parent(), &Emit{Frame: f}) // Request: the session checks the sender is the active run
 }
 
 // onConcluded: the done frame is durable. End every process: SIGTERM, the

@@ -387,7 +387,7 @@ func (a *Actor) onCancel(c actor.Context, m *Request) {
 // after its done, are dropped (X12).
 func (a *Actor) onEmit(c actor.Context, m *run.Emit) {
 	ac := a.active
-	if ac == nil || ac.pid == nil || !c.Sender().Equal(ac.pid) || m.Frame.Run != ac.id || ac.doneSent {
+	if ac == nil || ac.pid == nil || c.Sender() == nil || !c.Sender().Equal(ac.pid) || m.Frame.Run != ac.id || ac.doneSent {
 		if m.Frame.Type != ipc.TypeDone {
 			a.log.Debug("dropped a frame of an inactive run", "run", m.Frame.Run, "type", m.Frame.Type)
 		}

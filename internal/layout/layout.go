@@ -181,3 +181,13 @@ func (l Layout) HostPath(sandboxPath string) (string, bool) {
 	}
 	return filepath.Join(l.Root, rel), true
 }
+
+// EnsureRoot creates CTX_ROOT's skeleton: agent/, bin/, tool/, home/<uid>/.
+func (l Layout) EnsureRoot() error {
+	for _, d := range []string{l.Root, l.AgentDir(), l.BinDir(), l.ToolDir(), l.UserHome(), l.UserToolDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("ctx root: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+// Command ctx is the CortexFS agent runtime's CLI and daemon.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/cortexfs/ctx/internal/cli"
+	"github.com/cortexfs/ctx/internal/layout"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var c cli.CLI
+	parser, err := kong.New(&c, kong.Name("ctx"),
+		kong.Description("CortexFS agent runtime: durable sessions, sandboxed tools, a terminal into the agent's shell."),
+		kong.UsageOnError())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ctx:", err)
+		return cli.ExitUsage
+	}
+	kctx, err := parser.Parse(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ctx:", err)
+		return cli.ExitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if kctx.Command() != "daemon" {
+		// Only the daemon shuts down on SIGINT/SIGTERM by context; clients handle SIGINT themselves.
+		stop()
+		ctx = context.Background()
+	}
+	env := &cli.Env{Ctx: ctx, Layout: layout.FromEnv(), Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	if err := kctx.Run(env); err != nil {
+		code := cli.CodeOf(err)
+		if msg := err.Error(); msg != "" && !isSilent(err) {
+			fmt.Fprintln(os.Stderr, "ctx:", msg)
+		}
+		return code
+	}
+	return 0
+}
+
+func isSilent(err error) bool {
+	ee, ok := err.(*cli.ExitError)
+	return ok && ee.Err == nil
+}

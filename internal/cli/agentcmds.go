@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cortexfs/ctx/internal/agentdef"
+)
+
+// AgentCreateCmd is `ctx agent create`.
+type AgentCreateCmd struct {
+	Name     string   `arg:"" help:"Agent name."`
+	Exec     string   `help:"Executable implementing sdk-envelope-v1." type:"existingfile" xor:"kind"`
+	Model    []string `help:"Model candidates, preferred first (provider/model)." sep:"," xor:"kind"`
+	Approval string   `help:"auto or ask." enum:"auto,ask," default:""`
+	Window   string   `help:"auto or a token count." default:""`
+	Tools    []string `help:"Extra direct-native tools." sep:","`
+}
+
+func (c *AgentCreateCmd) Run(env *Env) error {
+	if c.Exec == "" && len(c.Model) == 0 {
+		return Exit(ExitUsage, fmt.Errorf("create %s: give --exec PATH or --model MODEL", c.Name))
+	}
+	if err := env.Layout.EnsureRoot(); err != nil {
+		return err
+	}
+	if c.Window != "" {
+		if err := checkWindowFlag(env, c.Window, c.Model); err != nil {
+			return Exit(ExitUsage, err)
+		}
+	}
+	exe := c.Exec
+	if exe != "" {
+		exe, _ = filepath.Abs(exe)
+	}
+	return agentdef.Create(env.Layout, c.Name, agentdef.CreateOptions{Exec: exe, Models: c.Model, Approval: c.Approval, Window: c.Window, Tools: c.Tools})
+}
+
+// AgentListCmd is `ctx agent list`.
+type AgentListCmd struct{}
+
+func (c *AgentListCmd) Run(env *Env) error {
+	names, err := agentdef.List(env.Layout)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		kind := "invalid"
+		if d, err := agentdef.Load(env.Layout, n); err == nil {
+			kind = d.Kind
+		}
+		fmt.Fprintf(env.Stdout, "%s\t%s\n", n, kind)
+	}
+	return nil
+}
+
+// AgentShowCmd is `ctx agent show`.
+type AgentShowCmd struct {
+	Name string `arg:""`
+}
+
+func (c *AgentShowCmd) Run(env *Env) error {
+	d, err := agentdef.Load(env.Layout, c.Name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "name: %s\nkind: %s\nobject: %s\ncontrol: %s\napproval: %s\nCTX_PATH: %s\n", d.Name, d.Kind, d.Object, d.Control, d.Approval, d.CTXPath)
+	if len(d.Models) > 0 {
+		fmt.Fprintf(env.Stdout, "model: %s\n", strings.Join(d.Models, ", "))
+	}
+	if len(d.Window) > 0 {
+		fmt.Fprintf(env.Stdout, "window: %s\n", strings.TrimSpace(string(d.Window)))
+	}
+	if len(d.Tools) > 0 {
+		fmt.Fprintf(env.Stdout, "tools: %s\n", strings.Join(d.Tools, ", "))
+	}
+	for _, kv := range d.Env {
+		fmt.Fprintf(env.Stdout, "env: %s=…\n", kv.Key)
+	}
+	ents, _ := os.ReadDir(d.Control)
+	var ctls []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			ctls = append(ctls, e.Name())
+		}
+	}
+	fmt.Fprintf(env.Stdout, "controls: %s\n", strings.Join(ctls, " "))
+	return nil
+}
+
+// AgentRmCmd is `ctx agent rm`.
+type AgentRmCmd struct {
+	Name string `arg:""`
+}
+
+func (c *AgentRmCmd) Run(env *Env) error { return agentdef.Remove(env.Layout, c.Name) }
+
+// AgentGetCmd is `ctx agent get`.
+type AgentGetCmd struct {
+	Name    string `arg:""`
+	Control string `arg:""`
+}
+
+func (c *AgentGetCmd) Run(env *Env) error {
+	b, err := agentdef.Get(env.Layout, c.Name, c.Control)
+	if err != nil {
+		return Exit(ExitUsage, err)
+	}
+	_, err = env.Stdout.Write(b)
+	return err
+}
+
+// AgentSetCmd is `ctx agent set`.
+type AgentSetCmd struct {
+	Name    string `arg:""`
+	Control string `arg:""`
+	Value   string `arg:""`
+}
+
+func (c *AgentSetCmd) Run(env *Env) error {
+	if err := agentdef.Set(env.Layout, c.Name, c.Control, c.Value, windowValidator(env, c.Name)); err != nil {
+		return Exit(ExitUsage, err)
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/term"
+
+	"github.com/cortexfs/ctx/internal/client"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// ChatCmd is `ctx agent chat`: the human chat UI (S3, A5). On a terminal it
+// is a line editor (golang.org/x/term: history with ↑/↓, word motions,
+// bracketed paste). The response is buffered and printed whole when the
+// run ends, so assistant output never corrupts the input line. Ctrl+C when
+// idle (or Ctrl+D on an empty line) exits; during a run Ctrl+C cancels that
+// run and returns to the prompt.
+type ChatCmd struct {
+	Name    string `arg:""`
+	Session string `default:"default"`
+	Scope   string `default:"private" enum:"private,shared"`
+}
+
+func (c *ChatCmd) Run(env *Env) error {
+	conn, err := connect(env, c.Name)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	wd, _ := os.Getwd()
+	frames := make(chan frameOrErr, 64)
+	go readFrames(conn, frames)
+	mk := func(line string) sendReq {
+		return sendReq{Op: ipc.OpSend, ID: client.NewID("chat"), Session: c.Session, Scope: c.Scope, Workspace: wd, Input: &line}
+	}
+	fd := int(env.Stdin.Fd())
+	if !term.IsTerminal(fd) {
+		return c.plain(env, conn, frames, mk)
+	}
+	old, err := term.MakeRaw(fd)
+	if err != nil {
+		return c.plain(env, conn, frames, mk)
+	}
+	defer term.Restore(fd, old)
+
+	pr, pw := io.Pipe()
+	t := term.NewTerminal(struct {
+		io.Reader
+		io.Writer
+	}{pr, env.Stdout}, c.Name+"> ")
+	if w, h, err := term.GetSize(fd); err == nil {
+		t.SetSize(w, h)
+	}
+	var idle atomic.Bool
+	idle.Store(true)
+	runKeys := make(chan byte, 64)
+	go func() { // the one stdin reader: to the line editor when idle, to the run otherwise
+		buf := make([]byte, 256)
+		for {
+			n, err := env.Stdin.Read(buf)
+			if err != nil {
+				pw.CloseWithError(io.EOF)
+				close(runKeys)
+				return
+			}
+			if idle.Load() {
+				pw.Write(buf[:n])
+				continue
+			}
+			for _, b := range buf[:n] {
+				select {
+				case runKeys <- b:
+				default:
+				}
+			}
+		}
+	}()
+	fmt.Fprintf(t, "chat with %s (session %s) — Ctrl+C cancels a run, Ctrl+C or Ctrl+D at the prompt exits\n", c.Name, c.Session)
+	for {
+		line, err := t.ReadLine()
+		if err != nil {
+			return nil // Ctrl+C or Ctrl+D while idle: leave (A5)
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		idle.Store(false)
+		if err := conn.Send(mk(line)); err != nil {
+			return Exit(ExitUnavailable, err)
+		}
+		if err := c.runOnTerminal(t, conn, frames, runKeys); err != nil {
+			return err
+		}
+		idle.Store(true)
+	}
+}
+
+// runOnTerminal follows one run: tool activity is shown as it happens, the
+// answer is buffered and written when the run ends.
+func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte) error {
+	var answer strings.Builder
+	var run string
+	cancelled := false
+	var pending *ipc.Frame // approval waiting for a key
+	for {
+		select {
+		case k, ok := <-keys:
+			if !ok {
+				return nil
+			}
+			if pending != nil {
+				d := ipc.DecisionDeny
+				if k == 'y' || k == 'Y' {
+					d = ipc.DecisionAllowOnce
+				}
+				fmt.Fprintf(t, "%s\n", d)
+				_ = conn.Send(map[string]string{"op": "approve", "run": pending.Run, "id": pending.ID, "decision": d})
+				pending = nil
+				continue
+			}
+			if k == 3 && run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
+				cancelled = true
+				fmt.Fprintf(t, "^C cancelling %s\n", run)
+				_ = conn.Send(map[string]string{"op": "cancel", "session": c.Session, "id": run})
+			}
+		case fe := <-frames:
+			if fe.err != nil {
+				return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost: %w", fe.err))
+			}
+			f := fe.f
+			if run == "" && f.Run != "" {
+				run = f.Run
+			}
+			switch f.Type {
+			case ipc.TypeDelta:
+				answer.WriteString(f.Text)
+			case ipc.TypeToolCall:
+				fmt.Fprintf(t, "  · %s %s\n", f.Name, strings.Join(f.Args, " "))
+			case ipc.TypeToolResult:
+				fmt.Fprintf(t, "  · %s: %s\n", f.Status, firstLine(f.Content))
+			case ipc.TypeApprovalRequest:
+				pending = f
+				fmt.Fprintf(t, "  ? allow tool %s with argv %q once? [y/N] ", f.Name, f.Args)
+			case ipc.TypeError:
+				fmt.Fprintf(t, "error %s: %s\n", f.Code, f.Message)
+				if f.Run == "" {
+					return nil
+				}
+			case ipc.TypeCancelled:
+				fmt.Fprintf(t, "(cancelled)\n")
+			case ipc.TypeDone:
+				if s := answer.String(); s != "" && !cancelled {
+					if !strings.HasSuffix(s, "\n") {
+						s += "\n"
+					}
+					fmt.Fprint(t, s)
+				}
+				return nil
+			}
+		}
+	}
+}
+
+// plain is chat without a terminal: one message per input line.
+func (c *ChatCmd) plain(env *Env, conn *client.Conn, frames chan frameOrErr, mk func(string) sendReq) error {
+	sc := bufio.NewScanner(env.Stdin)
+	sc.Buffer(make([]byte, 64<<10), ipc.MaxInput)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if err := conn.Send(mk(line)); err != nil {
+			return Exit(ExitUnavailable, err)
+		}
+		for done := false; !done; {
+			fe := <-frames
+			if fe.err != nil {
+				return Exit(ExitUnavailable, fe.err)
+			}
+			switch fe.f.Type {
+			case ipc.TypeAssistant:
+				fmt.Fprintln(env.Stdout, strings.TrimSuffix(fe.f.Text, "\n"))
+			case ipc.TypeApprovalRequest:
+				fmt.Fprintln(env.Stderr, "ctx: approval needed but there is no terminal to ask; denied")
+				_ = conn.Send(map[string]string{"op": "approve", "run": fe.f.Run, "id": fe.f.ID, "decision": ipc.DecisionDeny})
+			case ipc.TypeError:
+				fmt.Fprintf(env.Stderr, "ctx: %s: %s\n", fe.f.Code, fe.f.Message)
+				done = fe.f.Run == ""
+			case ipc.TypeDone:
+				done = true
+			}
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}

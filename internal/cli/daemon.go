@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/coreos/go-systemd/v22/activation"
+
+	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/supervisor"
+)
+
+// DaemonCmd is `ctx daemon`.
+type DaemonCmd struct{}
+
+func (c *DaemonCmd) Run(env *Env) error {
+	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg, err := config.FromEnv(env.Layout, log)
+	if err != nil {
+		return Exit(ExitUsage, err)
+	}
+	cfg.Fault = faultHook()
+	d := &supervisor.Daemon{Cfg: cfg, BinDir: selfDir()}
+	// Socket activation (LISTEN_FDS): the first unix listener is the system socket.
+	if ls, err := activation.Listeners(); err == nil {
+		for _, l := range ls {
+			if ul, ok := l.(*net.UnixListener); ok {
+				d.Listener = ul
+				break
+			}
+		}
+	}
+	if err := d.Run(env.Ctx); err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	return nil
+}
+
+func selfDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return filepath.Dir(exe)
+}
+
+// InitCmd is `ctx init`.
+type InitCmd struct{}
+
+func (c *InitCmd) Run(env *Env) error {
+	if err := env.Layout.EnsureRoot(); err != nil {
+		return err
+	}
+	if err := supervisor.Install(selfDir(), env.Layout.BinDir()); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "CTX_ROOT %s ready\n", env.Layout.Root)
+	return nil
+}

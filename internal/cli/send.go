@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/cortexfs/ctx/internal/client"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// SendCmd is `ctx agent send`.
+type SendCmd struct {
+	Name    string   `arg:""`
+	Session string   `default:"default" help:"Session name."`
+	Scope   string   `default:"private" enum:"private,shared" help:"private or shared."`
+	ID      string   `help:"Request id (a repeated id replays the stored result)."`
+	JSON    bool     `name:"json" help:"Print the raw frames."`
+	Input   []string `arg:"" help:"Message words; - reads stdin."`
+}
+
+type sendReq struct {
+	Op        string   `json:"op"`
+	ID        string   `json:"id,omitempty"`
+	Session   string   `json:"session,omitempty"`
+	Scope     string   `json:"scope,omitempty"`
+	Workspace string   `json:"workspace,omitempty"`
+	Input     *string  `json:"input,omitempty"`
+	Args      []string `json:"args,omitempty"`
+}
+
+func (c *SendCmd) Run(env *Env) error {
+	input := strings.Join(c.Input, " ")
+	if len(c.Input) == 1 && c.Input[0] == "-" {
+		b, err := io.ReadAll(io.LimitReader(env.Stdin, ipc.MaxInput+1))
+		if err != nil {
+			return err
+		}
+		input = string(b)
+	}
+	id := c.ID
+	if id == "" {
+		id = client.NewID("msg")
+	}
+	conn, err := connect(env, c.Name)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	wd, _ := os.Getwd()
+	req := sendReq{Op: ipc.OpSend, ID: id, Session: c.Session, Scope: c.Scope, Workspace: wd, Input: &input}
+	return stream(env, conn, req, c.JSON, newAsker(env))
+}
+
+// stream sends a send/tsh request and renders its frames until done.
+// SIGINT cancels the run (the frames then end with cancelled and done).
+func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) error {
+	if err := conn.Send(req); err != nil {
+		return Exit(ExitUnavailable, err)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	frames := make(chan frameOrErr, 64)
+	go readFrames(conn, frames)
+	var run string
+	printed, cancelSent := false, false
+	out := bufio.NewWriter(env.Stdout)
+	defer out.Flush()
+	for {
+		var fe frameOrErr
+		select {
+		case <-sig:
+			if !cancelSent && run != "" {
+				cancelSent = true
+				_ = conn.Send(map[string]string{"op": "cancel", "session": req.Session, "id": run})
+				continue
+			}
+			if run == "" {
+				return Exit(ExitCancelled, fmt.Errorf("interrupted"))
+			}
+			continue
+		case fe = <-frames:
+		}
+		if fe.err != nil {
+			out.Flush()
+			return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost before the run finished: %w", fe.err))
+		}
+		f := fe.f
+		if raw {
+			out.Write(fe.line)
+			out.WriteByte('\n')
+			out.Flush()
+		}
+		if f.Run != "" && run == "" && (f.Type == ipc.TypeUser || f.Type == ipc.TypeStart) {
+			run = f.Run
+		}
+		switch f.Type {
+		case ipc.TypeDelta:
+			if !raw {
+				out.WriteString(f.Text)
+				out.Flush()
+				printed = printed || f.Text != ""
+			}
+		case ipc.TypeAssistant:
+			if !raw && !printed {
+				out.WriteString(f.Text)
+			}
+			if !raw && !strings.HasSuffix(f.Text, "\n") && f.Text != "" {
+				out.WriteString("\n")
+			}
+		case ipc.TypeToolResult:
+			if !raw && req.Op == ipc.OpTsh {
+				out.WriteString(f.Content)
+			}
+			if !raw && f.Status == "denied" {
+				fmt.Fprintf(env.Stderr, "ctx: tool %s denied: %s\n", f.Name, f.Content)
+			}
+		case ipc.TypeApprovalRequest:
+			if f.Replay {
+				continue
+			}
+			out.Flush()
+			decision, why := ask.ask(f)
+			if why != "" {
+				fmt.Fprintln(env.Stderr, "ctx: "+why)
+			}
+			_ = conn.Send(map[string]string{"op": "approve", "run": f.Run, "id": f.ID, "decision": decision})
+		case ipc.TypeError:
+			if !raw {
+				fmt.Fprintf(env.Stderr, "ctx: %s: %s\n", f.Code, f.Message)
+			}
+			if f.Run == "" {
+				switch f.Code {
+				case ipc.CodeBadRequest, ipc.CodeTooLarge, ipc.CodeIDConflict, ipc.CodeBadName, ipc.CodeUnknownAgent:
+					return Exit(ExitUsage, nil)
+				default:
+					return Exit(ExitRunError, nil)
+				}
+			}
+		case ipc.TypeDone:
+			out.Flush()
+			switch f.Status {
+			case "ok":
+				return nil
+			case "cancelled":
+				return Exit(ExitCancelled, nil)
+			default:
+				return Exit(ExitRunError, nil)
+			}
+		}
+	}
+}
+
+type frameOrErr struct {
+	f    *ipc.Frame
+	line []byte
+	err  error
+}
+
+func readFrames(conn *client.Conn, out chan<- frameOrErr) {
+	for {
+		f, line, err := conn.Next()
+		if err != nil {
+			out <- frameOrErr{err: err}
+			return
+		}
+		out <- frameOrErr{f: f, line: line}
+	}
+}
+
+// asker asks the person at the terminal to approve a tool call (A2). With
+// no terminal it fails closed.
+type asker struct {
+	tty *os.File
+	err error
+}
+
+func newAsker(env *Env) *asker {
+	if term.IsTerminal(int(env.Stdin.Fd())) {
+		return &asker{tty: env.Stdin}
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return &asker{err: err}
+	}
+	return &asker{tty: tty}
+}
+
+func (a *asker) ask(f *ipc.Frame) (decision, why string) {
+	if a.tty == nil {
+		return ipc.DecisionDeny, fmt.Sprintf("tool %s %q needs approval but there is no terminal to ask; denied", f.Name, f.Args)
+	}
+	fmt.Fprintf(a.tty, "\nctx: the agent wants to run tool %s with argv %q\nAllow once? [y/N] ", f.Name, f.Args)
+	line, err := bufio.NewReader(a.tty).ReadString('\n')
+	if err != nil {
+		return ipc.DecisionDeny, "no answer; denied"
+	}
+	if s := strings.ToLower(strings.TrimSpace(line)); s == "y" || s == "yes" {
+		return ipc.DecisionAllowOnce, ""
+	}
+	return ipc.DecisionDeny, ""
+}
+
+// ResumeCmd is `ctx agent resume`.
+type ResumeCmd struct {
+	Name    string `arg:""`
+	Session string `default:"default"`
+	Scope   string `default:"private" enum:"private,shared"`
+	JSON    bool   `name:"json"`
+}
+
+func (c *ResumeCmd) Run(env *Env) error {
+	conn, err := connect(env, c.Name)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.Send(map[string]string{"op": "resume", "session": c.Session, "scope": c.Scope}); err != nil {
+		return Exit(ExitUnavailable, err)
+	}
+	out := bufio.NewWriter(env.Stdout)
+	defer out.Flush()
+	var following string
+	caught := false
+	for {
+		f, line, err := conn.Next()
+		if err != nil {
+			return Exit(ExitUnavailable, err)
+		}
+		if c.JSON {
+			out.Write(line)
+			out.WriteByte('\n')
+			out.Flush()
+		} else {
+			renderHistory(out, f)
+		}
+		switch {
+		case f.Type == ipc.TypeCaughtUp:
+			caught = true
+			if f.ActiveRun == nil {
+				return nil
+			}
+			following = *f.ActiveRun
+		case f.Type == ipc.TypeError && f.Run == "":
+			return Exit(ExitRunError, nil)
+		case caught && f.Type == ipc.TypeDone && f.Run == following:
+			return nil
+		}
+	}
+}
+
+// renderHistory prints a frame for a person reading a session.
+func renderHistory(w *bufio.Writer, f *ipc.Frame) {
+	switch f.Type {
+	case ipc.TypeUser:
+		fmt.Fprintf(w, "> %s\n", f.Text)
+	case ipc.TypeDelta:
+		w.WriteString(f.Text)
+	case ipc.TypeAssistant:
+		w.WriteString("\n")
+	case ipc.TypeToolCall:
+		fmt.Fprintf(w, "\n[tool %s %s]\n", f.Name, strings.Join(f.Args, " "))
+	case ipc.TypeToolResult:
+		fmt.Fprintf(w, "[%s: %s]\n", f.Status, firstLine(f.Content))
+	case ipc.TypeError:
+		fmt.Fprintf(w, "\n[error %s: %s]\n", f.Code, f.Message)
+	case ipc.TypeCancelled:
+		w.WriteString("\n[cancelled]\n")
+	}
+	w.Flush()
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return s
+}
+
+// CancelCmd is `ctx agent cancel`.
+type CancelCmd struct {
+	Name    string `arg:""`
+	Session string `default:"default"`
+	Scope   string `default:"private" enum:"private,shared"`
+	RunID   string `arg:"" optional:"" name:"run" help:"Run id (default: the session's active run)."`
+}
+
+func (c *CancelCmd) Run(env *Env) error {
+	conn, err := connect(env, c.Name)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.Send(map[string]string{"op": "cancel", "session": c.Session, "scope": c.Scope, "id": c.RunID}); err != nil {
+		return Exit(ExitUnavailable, err)
+	}
+	f, _, err := conn.Next()
+	if err != nil {
+		return Exit(ExitUnavailable, err)
+	}
+	if f.Type == ipc.TypeAck {
+		fmt.Fprintf(env.Stdout, "cancelled %s\n", f.Run)
+		return nil
+	}
+	return Exit(ExitRunError, fmt.Errorf("%s: %s", f.Code, f.Message))
+}
+
+// TshCmd is `ctx agent tsh` (the P2 "tsh" op).
+type TshCmd struct {
+	Name    string   `arg:""`
+	Session string   `default:"default"`
+	ID      string   `help:"Request id."`
+	JSON    bool     `name:"json"`
+	Args    []string `arg:"" passthrough:"" help:"tsh arguments (after --)."`
+}
+
+func (c *TshCmd) Run(env *Env) error {
+	args := c.Args
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		return Exit(ExitUsage, fmt.Errorf("tsh needs arguments: ctx agent tsh %s -- list", c.Name))
+	}
+	id := c.ID
+	if id == "" {
+		id = client.NewID("tool")
+	}
+	conn, err := connect(env, c.Name)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	wd, _ := os.Getwd()
+	return stream(env, conn, sendReq{Op: ipc.OpTsh, ID: id, Session: c.Session, Workspace: wd, Args: args}, c.JSON, newAsker(env))
+}

@@ -1,0 +1,159 @@
+// Package client is the CLI's side of the sockets: find (or start) the
+// daemon, connect to an agent socket, send requests and read frames.
+package client
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// ErrNoDaemon means no daemon answered and none could be started.
+var ErrNoDaemon = errors.New("no daemon")
+
+// Ping asks the system socket for a pong.
+func Ping(ctx context.Context, l layout.Layout) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := ipc.Dial(ctx, l.SystemSocket())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	if _, err := c.Write([]byte(`{"op":"ping"}` + "\n")); err != nil {
+		return err
+	}
+	line, err := ipc.NewLineReader(c).Next()
+	if err != nil {
+		return err
+	}
+	var f ipc.Frame
+	if json.Unmarshal(line, &f) != nil || f.Type != ipc.TypePong {
+		return fmt.Errorf("unexpected answer to ping: %.200s", line)
+	}
+	return nil
+}
+
+// EnsureDaemon pings the daemon and, unless CTX_NO_AUTOSTART=1, starts
+// `ctx daemon` in the background (own session, log in daemon.log) and waits
+// for its ping.
+func EnsureDaemon(ctx context.Context, l layout.Layout) error {
+	if Ping(ctx, l) == nil {
+		return nil
+	}
+	if os.Getenv("CTX_NO_AUTOSTART") == "1" {
+		return fmt.Errorf("%w: nothing answers on %s; start one with `ctx daemon` (or unset CTX_NO_AUTOSTART)", ErrNoDaemon, l.SystemSocket())
+	}
+	if err := l.EnsureRuntime(); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
+	}
+	logf, err := os.OpenFile(l.DaemonLog(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(self, "daemon")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%w: start daemon: %v", ErrNoDaemon, err)
+	}
+	go cmd.Wait() // reap it if it dies early; it outlives us otherwise
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if Ping(ctx, l) == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%w: started `ctx daemon` but it did not answer; see %s", ErrNoDaemon, l.DaemonLog())
+}
+
+// Conn is a client connection to an agent socket.
+type Conn struct {
+	c  *net.UnixConn
+	lr *ipc.LineReader
+	w  *bufio.Writer
+}
+
+// DialAgent connects to an agent's socket: the runtime path, then the
+// agent/<name>.sock alias.
+func DialAgent(ctx context.Context, l layout.Layout, name string) (*Conn, error) {
+	var c *net.UnixConn
+	var err error
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		// A definition created a moment ago is served within a second.
+		c, err = ipc.Dial(ctx, l.RuntimeAgentSocket(name), l.AgentSocket(name))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", name, err)
+	}
+	return &Conn{c: c, lr: ipc.NewLineReader(c), w: bufio.NewWriter(c)}, nil
+}
+
+// Send writes one request line.
+func (c *Conn) Send(r any) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := c.w.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// Next reads one frame; raw is its exact line.
+func (c *Conn) Next() (*ipc.Frame, []byte, error) {
+	line, err := c.lr.Next()
+	if err != nil {
+		return nil, nil, err
+	}
+	var f ipc.Frame
+	if err := json.Unmarshal(line, &f); err != nil {
+		return nil, line, fmt.Errorf("bad frame from daemon: %w", err)
+	}
+	return &f, line, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// NewID makes a fresh request id.
+func NewID(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// AgentExists reports whether the definition's object exists.
+func AgentExists(l layout.Layout, name string) bool {
+	st, err := os.Lstat(filepath.Join(l.AgentDir(), name))
+	return err == nil && st.Mode().IsRegular()
+}
