@@ -35,6 +35,14 @@ type Conn struct {
 	writerWG sync.WaitGroup
 
 	approval *ApprovalWait
+	dropped  bool
+}
+
+// Dropped reports whether the client was dropped for not keeping up.
+func (k *Conn) Dropped() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.dropped
 }
 
 // NewConn wraps an accepted connection whose peer credentials were checked.
@@ -117,6 +125,7 @@ func (k *Conn) enqueue(it item) bool {
 		return true
 	default:
 		k.closed = true
+		k.dropped = true
 		close(k.done)
 		go func() {
 			// The writer is stuck or behind: tell the client why, then close.

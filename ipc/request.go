@@ -93,7 +93,7 @@ func ParseRequest(line []byte) (*Request, error) {
 			r.Session = "default"
 		}
 		if err := layout.CheckName("session", r.Session); err != nil {
-			return fmt.Errorf("%v: %w", err, ErrBadRequest)
+			return err // wraps layout.ErrBadName: code bad_name
 		}
 		switch r.Scope {
 		case "":

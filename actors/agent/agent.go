@@ -249,6 +249,9 @@ func (a *Actor) sessionPID(c actor.Context, key session.Key) *actor.PID {
 
 func (a *Actor) onConnClosed(c actor.Context, m *connClosed) {
 	delete(a.conns, m.conn)
+	if m.conn.Dropped() {
+		a.log.Warn("dropped a client that did not keep up with its frames", "uid", m.conn.Cred.Uid, "pid", m.conn.Cred.Pid)
+	}
 	for _, pid := range a.sessions {
 		c.Send(pid, &session.ConnClosed{Conn: m.conn})
 	}

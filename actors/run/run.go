@@ -337,6 +337,9 @@ func (a *Actor) onToolResult(c actor.Context, r *tool.Result) {
 	if a.toolCall == nil || r.CallID != a.toolCall.ID || a.concluded {
 		return
 	}
+	if a.toolPID != nil {
+		c.Stop(a.toolPID)
+	}
 	a.toolCall, a.toolPID = nil, nil
 	a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: r.CallID, Name: r.Name, Status: r.Status,
 		Content: r.Content, Truncated: r.Truncated, Layer: r.Layer})

@@ -538,6 +538,7 @@ func (a *Actor) Dir() string { return filepath.Clean(a.dir) }
 
 // append hands a frame to the writer; with no writer (a broken log) it is dropped.
 func (a *Actor) append(f ipc.Frame) {
+	f.Session = a.key.Name
 	if a.in != nil {
 		a.in <- f
 	}

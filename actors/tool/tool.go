@@ -116,8 +116,9 @@ func (a *Actor) report(c actor.Context, r *Result) {
 		return
 	}
 	a.done = true
+	// The run stops this actor once it has the result (a self-stop's
+	// Terminated could overtake the result: system messages go first).
 	c.Send(c.Parent(), r)
-	c.Stop(c.Self())
 }
 
 // prepared is a call that passed every check.
