@@ -119,10 +119,15 @@ func openSessions(cfg *config.Config, name string) [][2]string {
 	return out
 }
 
+// runOpen: runs of a session are sequential and each ends with its done
+// frame, so a log whose last complete frame is not done has an open run.
 func runOpen(log []byte) bool {
-	starts := bytes.Count(log, []byte(`{"type":"start"`))
-	dones := bytes.Count(log, []byte(`{"type":"done"`))
-	return starts > dones
+	log = bytes.TrimRight(log, "\n")
+	if len(log) == 0 {
+		return false
+	}
+	last := log[bytes.LastIndexByte(log, '\n')+1:]
+	return !bytes.HasPrefix(last, []byte(`{"type":"done"`))
 }
 
 // accept runs until the listener closes; each connection gets a reader.

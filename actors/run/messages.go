@@ -13,6 +13,7 @@ type Spec struct {
 	RunID     string
 	ReqID     string
 	Op        string // send | tsh
+	Digest    string // the request's payload digest (recorded in start, P4)
 	Session   string
 	Scope     string
 	Input     string

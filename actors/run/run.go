@@ -123,10 +123,12 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		return
 	}
 	if m.err != nil {
+		a.emit(c, &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest})
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeAgentInvalid, Message: m.err.Error()}, "error")
 		return
 	}
 	a.def = m.def
+	a.emit(c, &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest})
 	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Run: a.spec.RunID,
 		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd}
 	if a.spec.Op == ipc.OpTsh {

@@ -174,14 +174,17 @@ func (a *Actor) recover() {
 	for i := range a.recs {
 		f := &a.recs[i].Frame
 		a.index(f)
+		if f.Run == "" {
+			continue
+		}
 		switch f.Type {
-		case ipc.TypeStart:
+		case ipc.TypeDone:
+			delete(open, f.Run)
+		case ipc.TypeUser, ipc.TypeStart:
 			if _, ok := open[f.Run]; !ok {
 				order = append(order, f.Run)
 			}
 			open[f.Run] = f.ID
-		case ipc.TypeDone:
-			delete(open, f.Run)
 		}
 	}
 	for _, r := range order {
@@ -195,8 +198,8 @@ func (a *Actor) recover() {
 
 func (a *Actor) index(f *ipc.Frame) {
 	switch f.Type {
-	case ipc.TypeStart:
-		if ri := a.reqs[f.ID]; ri == nil {
+	case ipc.TypeUser, ipc.TypeStart:
+		if ri := a.reqs[f.ID]; ri == nil && f.ID != "" {
 			a.reqs[f.ID] = &reqInfo{run: f.Run, digest: f.Digest}
 		}
 	case ipc.TypeDone:
@@ -275,11 +278,29 @@ func (a *Actor) start(c actor.Context, p *pending) {
 	a.active = &active{id: id, req: req.ID, conn: p.conn, approvals: map[*ipc.ApprovalWait]*time.Timer{}}
 	a.active.spec = run.Spec{Agent: a.key.Agent, RunID: id, ReqID: req.ID, Op: req.Op, Session: a.key.Name, Scope: a.key.Scope,
 		Input: input, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: a.history(), Attempts: &atomic.Int32{}}
+	a.active.spec.Digest = req.Digest()
 	if req.Op == ipc.OpSend {
-		// spec: P5 — the user message is durable before anything runs.
-		a.append(ipc.Frame{Type: ipc.TypeUser, Run: id, ID: req.ID, Text: input})
+		// spec: P5 — the user message is durable before anything runs: the
+		// run actor is spawned when this frame is committed.
+		a.append(ipc.Frame{Type: ipc.TypeUser, Run: id, ID: req.ID, Text: input, Digest: req.Digest()})
+		return
 	}
-	a.append(ipc.Frame{Type: ipc.TypeStart, Run: id, ID: req.ID, Op: req.Op, Digest: req.Digest()})
+	a.spawnRun(c)
+}
+
+// spawnRun starts the active run's actor; it writes the start frame itself
+// once it has read the definition (so start can carry the prompt hash).
+func (a *Actor) spawnRun(c actor.Context) {
+	ac := a.active
+	pid, err := c.SpawnNamed(run.Props(a.cfg, ac.spec), ac.id)
+	if err != nil {
+		a.log.Error("spawn run", "err", err)
+		ac.doneSent = true
+		a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInternal, Message: "could not start the run: " + err.Error()})
+		a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
+		return
+	}
+	ac.pid = pid
 }
 
 func (a *Actor) lastSeq() int64 {
@@ -418,17 +439,9 @@ func (a *Actor) onCommitted(c actor.Context, rec store.Record) {
 		return
 	}
 	switch f.Type {
-	case ipc.TypeStart:
+	case ipc.TypeUser:
 		if ac.pid == nil && !ac.doneSent {
-			pid, err := c.SpawnNamed(run.Props(a.cfg, ac.spec), ac.id)
-			if err != nil {
-				a.log.Error("spawn run", "err", err)
-				ac.doneSent = true
-				a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInternal, Message: "could not start the run: " + err.Error()})
-				a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
-				return
-			}
-			ac.pid = pid
+			a.spawnRun(c)
 		}
 	case ipc.TypeDone:
 		delete(a.keep.subs, f.Run)
