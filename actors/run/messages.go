@@ -61,6 +61,12 @@ type defLoaded struct {
 	err error
 }
 
+type stepReady struct {
+	step        int
+	toolContext string
+	err         error
+}
+
 type agentLine struct {
 	gen  int
 	line []byte

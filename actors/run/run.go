@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/ipc"
+	"github.com/cortexfs/ctx/tsh"
 )
 
 // Bounds per run (X6).
@@ -71,6 +73,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onStarted(c)
 	case *defLoaded:
 		a.onDefLoaded(c, m)
+	case *stepReady:
+		a.onStepReady(c, m)
 	case *agentLine:
 		a.onAgentLine(c, m)
 	case *agentExited:
@@ -129,7 +133,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	}
 	a.def = m.def
 	a.emit(c, &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest})
-	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Run: a.spec.RunID,
+	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Scope: a.spec.Scope, Run: a.spec.RunID,
 		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd}
 	if a.spec.Op == ipc.OpTsh {
 		// spec: P3 — a tsh op runs one tsh call through the tool path; no agent, no model.
@@ -154,8 +158,31 @@ func (a *Actor) startStep(c actor.Context) {
 			Message: fmt.Sprintf("run reached %d agent process starts", MaxStarts)}, "error")
 		return
 	}
+	// The tool context is session state that tsh may have changed during
+	// the run: read it off the actor, then start the process.
+	self, root := c.Self(), c.ActorSystem().Root
+	file := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), tsh.StateFileName)
+	step := a.step
+	go func() {
+		st, err := tsh.ReadState(file)
+		text := ""
+		if err == nil {
+			text = tsh.ContextText(st, tsh.DefaultContextBudget)
+		}
+		root.Send(self, &stepReady{step: step, toolContext: text, err: err})
+	}()
+}
+
+// onStepReady starts the SDK process with the envelope on its stdin (X2).
+func (a *Actor) onStepReady(c actor.Context, m *stepReady) {
+	if m.step != a.step || a.cancelled || a.concluded || a.p != nil {
+		return
+	}
+	if m.err != nil {
+		a.log.Warn("tool context unreadable; sending none", "err", m.err)
+	}
 	env := &envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
-		HistoryMessages: a.spec.History, ToolContext: "", Observation: a.obs}
+		HistoryMessages: a.spec.History, ToolContext: m.toolContext, Observation: a.obs}
 	stdin, err := envelope.Encode(env)
 	if err != nil {
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInternal, Message: err.Error()}, "error")

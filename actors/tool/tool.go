@@ -10,14 +10,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
-	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/proc"
 )
 
@@ -49,6 +47,9 @@ func (a *Actor) Receive(c actor.Context) {
 		a.cancel()
 		if a.p != nil {
 			a.p.Kill()
+		}
+		if a.prep != nil && a.prep.tool != nil {
+			a.prep.tool.Close()
 		}
 	case *actor.Stopped, *actor.Restarting:
 		if a.p != nil {
@@ -121,84 +122,19 @@ func (a *Actor) report(c actor.Context, r *Result) {
 	c.Send(c.Parent(), r)
 }
 
-// prepared is a call that passed every check.
-type prepared struct {
-	argv []string // inside the sandbox
-}
-
-// ErrRefused classifies authority refusals.
-var ErrRefused = errors.New("refused")
-
-// check resolves the call and checks the authority layers the first cut
-// knows: direct-native declaration (K1/K2), CTX_PATH visibility, the
-// nofollow regular-file check and the execute bits. It runs off the actor.
-func check(cfg *config.Config, call Call) (*prepared, *Result) {
-	deny := func(layer, why string) (*prepared, *Result) {
-		return nil, &Result{CallID: call.CallID, Name: call.Name, Status: envelope.StatusDenied,
-			Content: fmt.Sprintf("denied by %s: %s", layer, why), Layer: layer}
-	}
-	def := call.View.Def
-	if call.Name == "tsh" { // spec: K1 — the one direct-native tool
-		tsh := filepath.Join(cfg.Layout.BinDir(), "tsh")
-		if err := checkExec(tsh); err != nil {
-			return deny("path", "tsh is not installed in "+cfg.Layout.BinDir()+": "+err.Error())
-		}
-		return &prepared{argv: append([]string{layout.SandboxRoot + "/bin/tsh"}, call.Args...)}, nil
-	}
-	declared := false
-	for _, t := range def.Tools {
-		declared = declared || t == call.Name
-	}
-	if !declared { // spec: K2
-		return deny("direct-native", fmt.Sprintf("%q is not tsh and not declared in %s/tools", call.Name, def.Control))
-	}
-	if err := layout.CheckName("tool", call.Name); err != nil {
-		return deny("path", err.Error())
-	}
-	for _, dir := range strings.Split(def.CTXPath, ":") {
-		host, ok := cfg.Layout.HostPath(dir)
-		if !ok {
-			continue
-		}
-		p := filepath.Join(host, call.Name)
-		st, err := os.Lstat(p)
-		if err != nil {
-			continue
-		}
-		if st.Mode()&os.ModeSymlink != 0 {
-			return deny("nofollow", p+" is a symlink")
-		}
-		if err := checkExec(p); err != nil {
-			return deny("mode", err.Error())
-		}
-		return &prepared{argv: append([]string{filepath.Join(dir, call.Name)}, call.Args...)}, nil
-	}
-	return deny("path", fmt.Sprintf("no tool %q on CTX_PATH %s", call.Name, def.CTXPath))
-}
-
-func checkExec(p string) error {
-	f, err := os.OpenFile(p, os.O_RDONLY|0x20000 /* O_NOFOLLOW */, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", p)
-	}
-	if st.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not executable", p)
-	}
-	return nil
-}
-
 func (a *Actor) spawn(c actor.Context) {
 	v := a.call.View
 	spec := v.Spec(a.prep.argv, v.ToolEnv())
-	p, err := proc.Start(proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec})
+	var extra []*os.File
+	if a.prep.tool != nil {
+		// Bind exactly the checked file over its path: what runs is what was checked.
+		extra = []*os.File{a.prep.tool.File}
+		spec.FDMounts = []bwrap.FDMount{{FD: 3, Dst: a.prep.argv[0]}}
+	}
+	p, err := proc.Start(proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, ExtraFiles: extra})
+	if a.prep.tool != nil {
+		a.prep.tool.Close()
+	}
 	if err != nil {
 		a.report(c, &Result{CallID: a.call.CallID, Name: a.call.Name, Status: envelope.StatusError,
 			Content: "sandbox: " + err.Error(), Layer: "sandbox"})
@@ -225,6 +161,12 @@ func (a *Actor) spawn(c actor.Context) {
 			}
 		}
 		werr := p.Wait()
+		if serr := proc.SandboxFailure(p.ExitCode(), len(head), p.Stderr()); serr != nil {
+			// bwrap itself failed: fail closed and say how to fix it, never run unsandboxed.
+			root.Send(self, &finished{res: &Result{CallID: call.CallID, Name: call.Name, Status: envelope.StatusError,
+				Content: serr.Error(), Layer: "sandbox"}})
+			return
+		}
 		status, content, trunc := envelope.Normalize(head, p.Stderr(), werr == nil)
 		root.Send(self, &finished{res: &Result{CallID: call.CallID, Name: call.Name, Status: status, Content: content, Truncated: trunc}})
 	}()

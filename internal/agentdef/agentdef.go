@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -57,6 +58,13 @@ type Def struct {
 	Label    string
 	Cwd      string
 	Root     string
+	// Identity of tools for the Linux mode-bit layer (V3): .d/uid, .d/gid,
+	// .d/groups; the daemon's own identity where absent.
+	UID, GID int
+	Groups   []int
+	// Mounts and Network from .d/mount (see ParseMount).
+	Mounts  []MountEntry
+	Network bool
 }
 
 // Load reads and validates a definition. Errors wrap ErrNoSuchAgent or ErrInvalid.
@@ -159,6 +167,50 @@ func Load(l layout.Layout, name string) (*Def, error) {
 			}
 			*dst = v
 		}
+	}
+	d.UID, d.GID = os.Geteuid(), os.Getegid()
+	d.Groups, _ = os.Getgroups()
+	for ctl, dst := range map[string]*int{"uid": &d.UID, "gid": &d.GID} {
+		if b, ok, err := read(ctl); err != nil {
+			return nil, err
+		} else if ok {
+			v, err := OneLine(b)
+			n, cerr := strconv.Atoi(v)
+			if err != nil || cerr != nil || n < 0 || strconv.Itoa(n) != v {
+				return nil, fmt.Errorf("agent %q: .d/%s must be one decimal id: %w", name, ctl, ErrInvalid)
+			}
+			*dst = n
+		}
+	}
+	if b, ok, err := read("groups"); err != nil {
+		return nil, err
+	} else if ok {
+		gs, err := Lines(b, func(s string) error {
+			if n, err := strconv.Atoi(s); err != nil || n < 0 || strconv.Itoa(n) != s {
+				return fmt.Errorf("group %q: want a decimal gid", s)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: .d/groups: %v: %w", name, err, ErrInvalid)
+		}
+		d.Groups = nil
+		for _, g := range gs {
+			n, _ := strconv.Atoi(g)
+			d.Groups = append(d.Groups, n)
+		}
+	}
+	if b, ok, err := read("mount"); err != nil {
+		return nil, err
+	} else if ok {
+		if d.Mounts, d.Network, err = ParseMount(b); err != nil {
+			return nil, fmt.Errorf("agent %q: .d/mount: %v: %w", name, err, ErrInvalid)
+		}
+	}
+	if d.Root != "" && d.Root != "/" {
+		// A narrower root is not built yet; ignoring it would widen the view,
+		// so the definition fails closed.
+		return nil, fmt.Errorf("agent %q: .d/root %q: only / is supported: %w", name, d.Root, ErrInvalid)
 	}
 	if d.Cwd != "" && !filepath.IsAbs(d.Cwd) {
 		return nil, fmt.Errorf("agent %q: .d/cwd %q: not absolute: %w", name, d.Cwd, ErrInvalid)

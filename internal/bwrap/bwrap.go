@@ -49,6 +49,12 @@ type Mount struct {
 	Try      bool // skip silently when Src is missing
 }
 
+// FDMount binds descriptor FD read-only at Dst.
+type FDMount struct {
+	FD  int
+	Dst string
+}
+
 // Spec describes one sandbox. The zero value is the strictest sandbox:
 // nothing visible but what is listed, no network, its own PID namespace.
 type Spec struct {
@@ -58,10 +64,18 @@ type Spec struct {
 	// Mounts in order; later mounts stack over earlier ones (a read-only
 	// .git over a writable workspace).
 	Mounts []Mount
+	// FDMounts bind already-open descriptors (numbers in bwrap's process)
+	// read-only, after Mounts: the checked tool file itself, so nothing can
+	// be swapped in between the check and the exec.
+	FDMounts []FDMount
 	// Tmpfs directories created empty and writable.
 	Tmpfs []string
 	// Dirs created (empty) inside the sandbox, e.g. mount points' parents.
 	Dirs []string
+	// TmpfsAfter and MountsAfter are stacked last, over everything above
+	// (hiding other sessions, re-binding the session log read-only).
+	TmpfsAfter  []string
+	MountsAfter []Mount
 	// Env is the whole environment of the sandboxed program: bwrap clears
 	// its own and sets exactly these (X11, B3).
 	Env map[string]string
@@ -125,6 +139,25 @@ func (s Spec) Args() ([]string, error) {
 		if m.Src == "" || m.Dst == "" || !filepath.IsAbs(m.Dst) {
 			return nil, fmt.Errorf("bwrap: bad mount %+v", m)
 		}
+		op := "--ro-bind"
+		if m.Write {
+			op = "--bind"
+		}
+		if m.Try {
+			op += "-try"
+		}
+		a = append(a, op, m.Src, m.Dst)
+	}
+	for _, m := range s.FDMounts {
+		if m.FD < 3 || !filepath.IsAbs(m.Dst) {
+			return nil, fmt.Errorf("bwrap: bad fd mount %+v", m)
+		}
+		a = append(a, "--ro-bind-fd", strconv.Itoa(m.FD), m.Dst)
+	}
+	for _, t := range s.TmpfsAfter {
+		a = append(a, "--tmpfs", t)
+	}
+	for _, m := range s.MountsAfter {
 		op := "--ro-bind"
 		if m.Write {
 			op = "--bind"

@@ -190,3 +190,24 @@ func (t *Tail) Bytes() []byte {
 	defer t.mu.Unlock()
 	return append([]byte{}, t.b...)
 }
+
+// ErrSandbox classifies bwrap's own failures.
+var ErrSandbox = fmt.Errorf("sandbox unavailable")
+
+// SandboxFailure recognises an exit that is bwrap failing to build the
+// sandbox (not the program inside failing) and names the fix. Ubuntu's
+// AppArmor user-namespace restriction is the common cause.
+func SandboxFailure(code, stdoutLen int, stderr []byte) error {
+	s := string(stderr)
+	if code != 1 || stdoutLen != 0 || !strings.HasPrefix(s, "bwrap: ") {
+		return nil
+	}
+	fix := "check that bubblewrap works: bwrap --unshare-all --ro-bind / / true"
+	switch {
+	case strings.Contains(s, "No permissions to create new namespace"),
+		strings.Contains(s, "setting up uid map"), strings.Contains(s, "Operation not permitted"),
+		strings.Contains(s, "Permission denied"):
+		fix = "user namespaces are refused: on Ubuntu set sysctl kernel.apparmor_restrict_unprivileged_userns=0 or install an AppArmor profile for bwrap; elsewhere check user.max_user_namespaces"
+	}
+	return fmt.Errorf("%w: %s; %s", ErrSandbox, strings.TrimSpace(s), fix)
+}

@@ -18,6 +18,7 @@ type View struct {
 	Layout    layout.Layout
 	Def       *agentdef.Def
 	Session   string
+	Scope     string
 	Run       string
 	Workspace string // host directory bound at /workspace, or ""
 	Cwd       string // working directory inside the view ("" = default)
@@ -118,10 +119,39 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 			s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(v.Workspace, ".git"), Dst: layout.SandboxWorkspace + "/.git"})
 		}
 	}
+	for _, m := range v.Def.Mounts {
+		s.Mounts = append(s.Mounts, bwrap.Mount{Src: m.Src, Dst: m.Dst, Write: m.Write})
+	}
+	s.Network = v.Def.Network
 	if _, err := os.Stat(l.ControlSocket()); err == nil {
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: l.ControlSocket(), Dst: layout.SandboxControlSocket, Try: true})
 	}
+	// The session: other sessions of the agent (which live in its home) are
+	// hidden; this one is visible at the CTX_AGENT_SUBJECT path so tsh can
+	// keep tools.json there, with the durable log read-only (X7: only the
+	// host writes frames).
+	if v.Session != "" {
+		scope := v.Scope
+		if scope == "" {
+			scope = layout.ScopePrivate
+		}
+		dir := l.SessionDir(v.Def.Name, scope, v.Session)
+		at := v.SessionPath()
+		s.TmpfsAfter = append(s.TmpfsAfter, layout.SandboxHome+"/session")
+		s.MountsAfter = append(s.MountsAfter,
+			bwrap.Mount{Src: dir, Dst: at, Write: true, Try: true},
+			bwrap.Mount{Src: filepath.Join(dir, "events.jsonl"), Dst: at + "/events.jsonl", Try: true},
+			bwrap.Mount{Src: filepath.Join(dir, "messages.jsonl"), Dst: at + "/messages.jsonl", Try: true},
+			bwrap.Mount{Src: filepath.Join(dir, "terminal"), Dst: at + "/terminal", Try: true},
+		)
+	}
 	return s
+}
+
+// SessionPath is the session directory as the sandbox sees it (the path
+// tsh derives from CTX_AGENT_SUBJECT).
+func (v View) SessionPath() string {
+	return layout.SandboxRoot + "/home/" + strconv.Itoa(v.Layout.UID) + "/agent/" + v.Def.Name + "/session/" + v.Session
 }
 
 // AgentPath is where the agent object appears inside the view.

@@ -1,0 +1,70 @@
+package agentdef
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+)
+
+// MountEntry is one extra bind of .d/mount.
+type MountEntry struct {
+	Write    bool
+	Src, Dst string // host path, sandbox path
+}
+
+// reserved sandbox paths a mount may not cover or replace.
+var reserved = []string{"/ctx", "/proc", "/dev", "/run/cortexfs", "/home/agent", "/workspace", "/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"}
+
+// ParseMount parses .d/mount, a line grammar (README "Agent view"):
+//
+//	# comment
+//	ro HOST_DIR SANDBOX_DIR    read-only bind
+//	rw HOST_DIR SANDBOX_DIR    writable bind
+//	net                        keep the host network (default: none)
+//
+// Paths are absolute and clean, without spaces; a sandbox path may not be /
+// nor lie at or under a path the runtime owns (/ctx, /proc, /dev,
+// /run/cortexfs, /home/agent, /workspace, /tmp and the system directories).
+// Any other line makes the file invalid, and runs fail closed.
+func ParseMount(b []byte) ([]MountEntry, bool, error) {
+	if len(b) == 0 {
+		return nil, false, nil
+	}
+	if b[len(b)-1] != '\n' || !utf8.Valid(b) || bytes.ContainsAny(b, "\r\x00") {
+		return nil, false, errors.New("must be LF-terminated UTF-8 lines")
+	}
+	var out []MountEntry
+	net := false
+	for i, ln := range strings.Split(string(b[:len(b)-1]), "\n") {
+		f := strings.Fields(ln)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		switch {
+		case len(f) == 1 && f[0] == "net":
+			net = true
+		case len(f) == 3 && (f[0] == "ro" || f[0] == "rw"):
+			for _, p := range f[1:] {
+				if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+					return nil, false, fmt.Errorf("line %d: %q is not a clean absolute path", i+1, p)
+				}
+			}
+			dst := f[2]
+			if dst == "/" {
+				return nil, false, fmt.Errorf("line %d: cannot mount over /", i+1)
+			}
+			for _, r := range reserved {
+				if dst == r || strings.HasPrefix(dst, r+"/") || strings.HasPrefix(r, dst+"/") {
+					return nil, false, fmt.Errorf("line %d: %s is reserved by the runtime", i+1, dst)
+				}
+			}
+			out = append(out, MountEntry{Write: f[0] == "rw", Src: f[1], Dst: dst})
+		default:
+			return nil, false, fmt.Errorf("line %d: want `ro|rw HOST SANDBOX` or `net`", i+1)
+		}
+	}
+	return out, net, nil
+}
