@@ -1,0 +1,303 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// callTool runs one tool call through the testagent ("tool NAME ARGS") and
+// returns the tool_result frame and all frames.
+func callTool(t *testing.T, w *world, agent, ws string, name string, args ...string) (frame, []frame) {
+	t.Helper()
+	c := w.dial(agent)
+	c.send(sendReq("call-"+strconv.FormatInt(time.Now().UnixNano(), 36), strings.Join(append([]string{"tool", name}, args...), " "), "workspace", ws))
+	got := c.until("done", 20*time.Second)
+	for _, f := range got {
+		if f.Type == "tool_result" {
+			return f, got
+		}
+	}
+	t.Fatalf("no tool_result in %v", types(got))
+	return frame{}, nil
+}
+
+const markTool = "#!/bin/sh\ntouch /workspace/ran\necho ran\n"
+
+// TestRefusingLayers: one refusal per authority layer; each names its
+// layer and the tool never ran. spec: V3 K1 K2 D5 D10
+func TestRefusingLayers(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	uidTools := filepath.Join(w.root, "home", strconv.Itoa(os.Getuid()), "tool")
+	cases := []struct {
+		name   string
+		setup  func(t *testing.T) (tool string, controls map[string]string)
+		layer  string
+		tshVia bool // call through `tsh call`
+	}{
+		{"not declared direct-native", func(t *testing.T) (string, map[string]string) {
+			w.tool("undeclared", markTool)
+			return "undeclared", nil
+		}, "direct-native", false},
+		{"symlinked tool", func(t *testing.T) (string, map[string]string) {
+			w.tool("real", markTool)
+			os.Symlink(filepath.Join(w.root, "tool", "real"), filepath.Join(w.root, "tool", "link"))
+			return "link", map[string]string{"tools": "link\n"}
+		}, "nofollow", false},
+		{"mode bits deny the agent uid", func(t *testing.T) (string, map[string]string) {
+			w.tool("private", markTool)
+			os.Chmod(filepath.Join(w.root, "tool", "private"), 0o700)
+			return "private", map[string]string{"tools": "private\n", "uid": "54321\n", "gid": "54321\n", "groups": ""}
+		}, "mode", false},
+		{"agent policy deny", func(t *testing.T) (string, map[string]string) {
+			w.tool("forbidden", markTool)
+			return "forbidden", map[string]string{"tools": "forbidden\n", "policy": "allow tool *\ndeny tool forbidden\n"}
+		}, "agent-policy", false},
+		{"invalid policy fails closed", func(t *testing.T) (string, map[string]string) {
+			w.tool("any", markTool)
+			return "any", map[string]string{"tools": "any\n", "policy": "allow tool any\nplease allow everything\n"}
+		}, "agent-policy", false},
+		{"tool policy deny by label", func(t *testing.T) (string, map[string]string) {
+			w.tool("guarded", markTool)
+			os.MkdirAll(filepath.Join(w.root, "tool", "guarded.d"), 0o755)
+			os.WriteFile(filepath.Join(w.root, "tool", "guarded.d", "policy"), []byte("allow label trusted\n"), 0o644)
+			return "guarded", map[string]string{"tools": "guarded\n", "label": "untrusted\n"}
+		}, "tool-policy", false},
+		{"on PATH but not on CTX_PATH", func(t *testing.T) (string, map[string]string) {
+			return "true", nil // /usr/bin/true exists on the host PATH
+		}, "path", true},
+		{"CTX_PATH directory not mounted", func(t *testing.T) (string, map[string]string) {
+			os.MkdirAll(filepath.Join(w.root, "agent", "hidden-tools"), 0o755)
+			os.WriteFile(filepath.Join(w.root, "agent", "hidden-tools", "hid"), []byte(markTool), 0o755)
+			return "hid", map[string]string{"tools": "hid\n", "path": "/ctx/agent/hidden-tools\n"}
+		}, "mount", false},
+		{"noexec mount", func(t *testing.T) (string, map[string]string) {
+			if os.Getuid() != 0 {
+				t.Skip("mounting a noexec tmpfs needs root")
+			}
+			os.MkdirAll(uidTools, 0o755)
+			if err := unix.Mount("tmpfs", uidTools, "tmpfs", unix.MS_NOEXEC, "mode=0755"); err != nil {
+				t.Skip("cannot mount tmpfs:", err)
+			}
+			t.Cleanup(func() { unix.Unmount(uidTools, unix.MNT_DETACH) })
+			os.WriteFile(filepath.Join(uidTools, "noexec-tool"), []byte(markTool), 0o755)
+			return "noexec-tool", map[string]string{"tools": "noexec-tool\n", "path": "/ctx/home/" + strconv.Itoa(os.Getuid()) + "/tool\n"}
+		}, "noexec", false},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tool, ctl := tc.setup(t)
+			agent := "layer" + strconv.Itoa(i)
+			w.agent(agent, ctl)
+			ws := t.TempDir()
+			var tr frame
+			if tc.tshVia {
+				tr, _ = callTool(t, w, agent, ws, "tsh", "call", tool)
+			} else {
+				tr, _ = callTool(t, w, agent, ws, tool)
+			}
+			if tr.Status != "denied" || tr.Layer != tc.layer || !strings.Contains(tr.Content, tc.layer) {
+				t.Errorf("result %s", tr.raw)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+				t.Error("the refused tool ran")
+			}
+		})
+	}
+	// And the allowed path runs, for contrast.
+	w.tool("allowed", markTool)
+	w.agent("ok", map[string]string{"tools": "allowed\n"})
+	ws := t.TempDir()
+	tr, _ := callTool(t, w, "ok", ws, "allowed")
+	if tr.Status != "ok" || tr.Content != "ran\n" {
+		t.Errorf("allowed tool: %s", tr.raw)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err != nil {
+		t.Error("the allowed tool did not run")
+	}
+}
+
+// TestSandboxFromInsideATool: the environment is exactly the allowlist, no
+// daemon secret, no host process in /proc, no controlling terminal for
+// TIOCSTI, and kill(-1) reaches nothing outside. spec: B3 B4 D9 V3
+func TestSandboxFromInsideATool(t *testing.T) {
+	w := newWorld(t)
+	w.start("PROVIDER_SECRET=sk-daemon-secret", "OPENAI_API_KEY=sk-openai-secret")
+	probe, _ := os.ReadFile(binDir + "/probe")
+	w.tool("probe", string(probe))
+	os.MkdirAll(filepath.Join(w.root, "home", strconv.Itoa(os.Getuid()), "secrets"), 0o700)
+	w.agent("sb", map[string]string{"tools": "probe\n"})
+	bystander := exec.Command("sleep", "30")
+	if err := bystander.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer bystander.Process.Kill()
+	tr, _ := callTool(t, w, "sb", t.TempDir(), "probe", "kill")
+	out := tr.Content
+	allowed := map[string]bool{"CTX_ROOT": true, "CTX_HOME": true, "CTX_AGENT": true, "CTX_AGENT_SUBJECT": true, "CTX_PATH": true,
+		"HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "TERM": true, "LANG": true,
+		"CTX_RUN": true, "CTX_CONTROL_SOCKET": true, "PWD": true}
+	for _, l := range strings.Split(out, "\n") {
+		if kv, ok := strings.CutPrefix(l, "env "); ok {
+			k, _, _ := strings.Cut(kv, "=")
+			if !allowed[k] {
+				t.Errorf("variable outside the allowlist: %s", kv)
+			}
+		}
+	}
+	if strings.Contains(out, "sk-daemon-secret") || strings.Contains(out, "sk-openai-secret") {
+		t.Errorf("a secret reached the tool:\n%s", out)
+	}
+	if !strings.Contains(out, "HOME=/home/agent") || !strings.Contains(out, "tiocsti=no-tty") || !strings.Contains(out, "secrets-visible=false") {
+		t.Errorf("probe: %s", tr.raw)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if n, ok := strings.CutPrefix(l, "procs="); ok {
+			if v, _ := strconv.Atoi(n); v > 4 {
+				t.Errorf("the tool sees %d processes", v)
+			}
+		}
+	}
+	if err := bystander.Process.Signal(unix.Signal(0)); err != nil {
+		t.Errorf("kill(-1) inside the sandbox reached a host process: %v", err)
+	}
+	// The daemon survived too.
+	w.mustCtx("agent", "send", "sb", "echo", "alive")
+}
+
+func approvalWorld(t *testing.T, timeout string) (*world, string) {
+	w := newWorld(t)
+	w.start("CTX_APPROVAL_TIMEOUT=" + timeout)
+	w.tool("mark", markTool)
+	w.agent("ap", map[string]string{"tools": "mark\n", "approval": "ask\n"})
+	return w, t.TempDir()
+}
+
+// TestApproval: only allow_once runs the prepared call; deny, timeout, EOF,
+// malformed and mismatched answers fail closed as durable approval and
+// denied tool_result frames. spec: A1 A2 A3
+func TestApproval(t *testing.T) {
+	cases := []struct {
+		name, answer, decision string
+		ran                    bool
+	}{
+		{"allow_once", `{"op":"approve","run":"RUN","id":"t1","decision":"allow_once"}`, "allow_once", true},
+		{"deny", `{"op":"approve","run":"RUN","id":"t1","decision":"deny"}`, "deny", false},
+		{"malformed", `{"op":"approve","run":"RUN","id":"t1","decision":"sure"}`, "malformed", false},
+		{"not json", `yes please`, "malformed", false},
+		{"mismatched id", `{"op":"approve","run":"RUN","id":"other","decision":"allow_once"}`, "mismatch", false},
+		{"mismatched run", `{"op":"approve","run":"run-0-000000","id":"t1","decision":"allow_once"}`, "mismatch", false},
+		{"timeout", "", "timeout", false},
+		{"eof", "EOF", "eof", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w, ws := approvalWorld(t, "700ms")
+			c := w.dial("ap")
+			c.send(sendReq("a1", "tool mark", "workspace", ws))
+			got := c.until("approval_request", 10*time.Second)
+			ar := got[len(got)-1]
+			if ar.ID != "t1" || ar.Name != "mark" {
+				t.Fatalf("approval_request %s", ar.raw)
+			}
+			switch tc.answer {
+			case "":
+			case "EOF":
+				c.c.Close()
+			default:
+				c.send(strings.ReplaceAll(tc.answer, "RUN", ar.Run))
+			}
+			waitFor(t, "the run to end", 15*time.Second, func() bool {
+				ev := w.events("ap", "default")
+				return len(ev) > 0 && ev[len(ev)-1].Type == "done"
+			})
+			var ap, tr frame
+			for _, f := range w.events("ap", "default") {
+				switch f.Type {
+				case "approval":
+					ap = f
+				case "tool_result":
+					tr = f
+				}
+			}
+			if ap.Decision != tc.decision {
+				t.Errorf("approval %s", ap.raw)
+			}
+			_, err := os.Stat(filepath.Join(ws, "ran"))
+			if ran := err == nil; ran != tc.ran {
+				t.Errorf("tool ran=%v", ran)
+			}
+			if tc.ran && tr.Status != "ok" || !tc.ran && (tr.Status != "denied" || tr.Layer != "approval") {
+				t.Errorf("tool_result %s", tr.raw)
+			}
+		})
+	}
+}
+
+// TestApprovalWithoutTerminalFailsClosed: ctx agent send with no terminal
+// denies and says why. spec: A3
+func TestApprovalWithoutTerminalFailsClosed(t *testing.T) {
+	w, ws := approvalWorld(t, "10s")
+	cmd := exec.Command(w.ctxBin, "agent", "send", "ap", "tool", "mark")
+	cmd.Env = w.env()
+	cmd.Dir = ws
+	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true} // no controlling terminal
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "no terminal") {
+		t.Errorf("output %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Error("the tool ran without approval")
+	}
+}
+
+// TestTshOp: the tsh op runs one tsh command through the tool path and
+// never starts the agent. spec: P3 K1
+func TestTshOp(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.tool("clock", "#!/bin/sh\necho tick\n")
+	os.MkdirAll(filepath.Join(w.root, "tool", "clock.d"), 0o755)
+	os.WriteFile(filepath.Join(w.root, "tool", "clock.d", "tool.json"), []byte(`{"description":"tells the time"}`), 0o644)
+	w.agent("ts", nil)
+	r := w.ctx("", "", "agent", "tsh", "ts", "--", "call", "clock")
+	if r.code != 0 || r.stdout != "tick\n" {
+		t.Fatalf("tsh call: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = w.ctx("", "", "agent", "tsh", "ts", "--", "list")
+	if r.code != 0 || !strings.Contains(r.stdout, "clock") || !strings.Contains(r.stdout, "tells the time") {
+		t.Fatalf("tsh list: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	// load puts the tool into the session's tool context, which the next
+	// envelope carries (K5).
+	w.mustCtx("agent", "tsh", "ts", "--", "load", "clock")
+	ctxOut := w.mustCtx("agent", "tsh", "ts", "--", "context")
+	if !strings.Contains(ctxOut, "clock") {
+		t.Errorf("tsh context: %q", ctxOut)
+	}
+	ws := t.TempDir()
+	c := w.dial("ts")
+	c.send(sendReq("cap", "capture", "workspace", ws))
+	c.until("done", 20*time.Second)
+	env0, _ := os.ReadFile(filepath.Join(ws, "envelope-0.json"))
+	if !strings.Contains(string(env0), `tells the time`) {
+		t.Errorf("tool_context not in the envelope: %s", env0)
+	}
+	ev := w.events("ts", "default")
+	want := []string{"start", "tool_call", "tool_result", "done"}
+	if got := types(ev[:4]); strings.Join(got, ",") != strings.Join(want, ",") || ev[0].Op != "tsh" {
+		t.Errorf("tsh op frames %v", got)
+	}
+	for _, f := range ev[:12] {
+		if f.Type == "user" || f.Type == "delta" {
+			t.Errorf("the tsh op started the agent: %s", f.raw)
+		}
+	}
+}
