@@ -20,9 +20,12 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"golang.org/x/sys/unix"
 
+	"github.com/cortexfs/ctx/ctlsock"
 	"github.com/cortexfs/ctx/internal/atomicfile"
+	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -63,6 +66,32 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err := Install(d.BinDir, l.BinDir()); err != nil {
 			cfg.Log.Warn("install binaries", "err", err)
 		}
+	}
+	roots, err := launchroot.New(l.UID)
+	if err != nil {
+		return fmt.Errorf("daemon: launch roots: %w", err)
+	}
+	cfg.Roots = roots
+	ledger, err := ctlsock.OpenLedger(ctlsock.LedgerPath(l))
+	if err != nil {
+		return fmt.Errorf("daemon: control ledger: %w", err)
+	}
+	ctlLn, err := ctlsock.Listen(l.ControlSocket())
+	if err != nil {
+		return fmt.Errorf("daemon: control socket: %w", err)
+	}
+	ctlCtx, stopCtl := context.WithCancel(context.Background())
+	ctlDone := make(chan struct{})
+	go func() {
+		defer close(ctlDone)
+		srv := &ctlsock.Server{Registry: roots, Layout: l, Owner: l.UID, Ledger: ledger, Log: cfg.Log.With("actor", "control")}
+		if err := srv.Serve(ctlCtx, ctlLn); err != nil {
+			cfg.Log.Error("control socket", "err", err)
+		}
+	}()
+	defer func() { stopCtl(); <-ctlDone }()
+	if err := installTool(d.BinDir, l); err != nil {
+		cfg.Log.Warn("install the agent.update tool", "err", err)
 	}
 	ln := d.Listener
 	if ln == nil {
@@ -198,6 +227,24 @@ func Install(src, binDir string) error {
 		errs = append(errs, copyIfChanged(filepath.Join(src, name), filepath.Join(binDir, name)))
 	}
 	return errors.Join(errs...)
+}
+
+// installTool installs the agent.update tool object (U1) under tool/.
+func installTool(src string, l layout.Layout) error {
+	if src == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(l.ToolDir(), ctlsock.ToolName+".d"), 0o755); err != nil {
+		return err
+	}
+	if err := copyIfChanged(filepath.Join(src, ctlsock.ToolName), filepath.Join(l.ToolDir(), ctlsock.ToolName)); err != nil {
+		return err
+	}
+	meta := filepath.Join(l.ToolDir(), ctlsock.ToolName+".d", "tool.json")
+	if old, err := os.ReadFile(meta); err == nil && string(old) == ctlsock.ToolJSON {
+		return nil
+	}
+	return atomicfile.WriteFile(meta, []byte(ctlsock.ToolJSON), 0o644)
 }
 
 func copyIfChanged(src, dst string) error {

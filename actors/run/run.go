@@ -189,7 +189,7 @@ func (a *Actor) onStepReady(c actor.Context, m *stepReady) {
 		return
 	}
 	spec := a.view.Spec([]string{a.view.AgentPath()}, a.view.AgentEnv(a.step))
-	p, err := proc.Start(proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, Stdin: stdin})
+	p, err := proc.Start(proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, Stdin: stdin, Roots: a.cfg.Roots, Ident: a.view.Identity()})
 	if err != nil {
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeSandboxUnavailable, Message: err.Error()}, "error")
 		return

@@ -157,12 +157,27 @@ func writer(l *store.Log, in <-chan ipc.Frame, flushed chan<- struct{}, root *ac
 	defer close(flushed)
 	defer l.Close()
 	for f := range in {
-		rec, err := l.Append(f)
+		batch := []ipc.Frame{f}
+	drain: // group commit: whatever is already queued shares one fsync
+		for len(batch) < 64 {
+			select {
+			case g, ok := <-in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, g)
+			default:
+				break drain
+			}
+		}
+		recs, err := l.AppendBatch(batch)
 		if err != nil {
 			root.Send(self, &appendFailed{err: err})
 			continue
 		}
-		root.Send(self, &committed{rec: rec})
+		for _, rec := range recs {
+			root.Send(self, &committed{rec: rec})
+		}
 	}
 }
 

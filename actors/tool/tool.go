@@ -131,7 +131,7 @@ func (a *Actor) spawn(c actor.Context) {
 		extra = []*os.File{a.prep.tool.File}
 		spec.FDMounts = []bwrap.FDMount{{FD: 3, Dst: a.prep.argv[0]}}
 	}
-	p, err := proc.Start(proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, ExtraFiles: extra})
+	p, err := proc.Start(proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, ExtraFiles: extra, Roots: a.cfg.Roots, Ident: v.Identity()})
 	if a.prep.tool != nil {
 		a.prep.tool.Close()
 	}

@@ -75,6 +75,9 @@ func connect(env *Env, agent string) (*client.Conn, error) {
 	if !client.AgentExists(env.Layout, agent) {
 		return nil, Exit(ExitUsage, fmt.Errorf("no such agent: %s", agent))
 	}
+	if c, err := client.DialAgentOnce(env.Ctx, env.Layout, agent); err == nil {
+		return c, nil // the common case: the daemon is up; no extra ping
+	}
 	if err := client.EnsureDaemon(env.Ctx, env.Layout); err != nil {
 		return nil, Exit(ExitUnavailable, err)
 	}

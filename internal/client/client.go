@@ -117,6 +117,15 @@ func DialAgent(ctx context.Context, l layout.Layout, name string) (*Conn, error)
 	return &Conn{c: c, lr: ipc.NewLineReader(c), w: bufio.NewWriter(c)}, nil
 }
 
+// DialAgentOnce tries the agent socket once, without waiting.
+func DialAgentOnce(ctx context.Context, l layout.Layout, name string) (*Conn, error) {
+	c, err := ipc.Dial(ctx, l.RuntimeAgentSocket(name), l.AgentSocket(name))
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{c: c, lr: ipc.NewLineReader(c), w: bufio.NewWriter(c)}, nil
+}
+
 // Send writes one request line.
 func (c *Conn) Send(r any) error {
 	b, err := json.Marshal(r)

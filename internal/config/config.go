@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
 )
 
@@ -23,6 +24,8 @@ type Config struct {
 	Log             *slog.Logger
 	// Procs counts live sandboxes so shutdown can wait for their grace period.
 	Procs *sync.WaitGroup
+	// Roots is the launch-root registry every bwrap start registers with (U2).
+	Roots *launchroot.Registry
 	// Fault is a test-only fault hook (built with -tags ctxfault); nil otherwise.
 	Fault func(point string)
 }

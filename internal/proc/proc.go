@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/launchroot"
 )
 
 // Proc is one started sandbox.
@@ -26,7 +27,8 @@ type Proc struct {
 	stderr *Tail
 	done   chan struct{}
 	err    error
-	once   sync.Once
+	once    sync.Once
+	release func()
 }
 
 // Options for Start.
@@ -36,9 +38,10 @@ type Options struct {
 	Stdin      []byte     // written then closed
 	StderrMax  int        // bytes of stderr kept (tail); default 64 KiB
 	ExtraFiles []*os.File // fds 3.. in bwrap's process
-	// Started runs after the process started and before Start returns
-	// (launch-root registration; releasing a --block-fd).
-	Started func(pid int) error
+	// Roots, when set, registers the sandbox as a launch root carrying
+	// Ident before it may run (--block-fd; runtime.md U2).
+	Roots *launchroot.Registry
+	Ident launchroot.Identity
 }
 
 // Start starts bwrap with the spec. The process runs in its own process group
@@ -64,16 +67,34 @@ func Start(o Options) (*Proc, error) {
 	if p.Stdout, err = cmd.StdoutPipe(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 	}
+	if o.Roots == nil {
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+		}
+		return p, nil
+	}
+	launch, err := o.Roots.Prepare(o.Ident, o.ExtraFiles)
+	if err != nil {
+		return nil, err
+	}
+	o.Spec.BlockFD = launch.BlockFD
+	if args, err = o.Spec.Args(); err != nil {
+		launch.Abort()
+		return nil, err
+	}
+	cmd.Args = append([]string{o.Bwrap}, args...)
+	cmd.ExtraFiles = launch.ExtraFiles
 	if err := cmd.Start(); err != nil {
+		launch.Abort()
 		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 	}
-	if o.Started != nil {
-		if err := o.Started(cmd.Process.Pid); err != nil {
-			p.Kill()
-			_ = cmd.Wait()
-			return nil, err
-		}
+	release, err := launch.Started(cmd.Process) // register the root, then unblock bwrap
+	if err != nil {
+		_ = cmd.Wait()
+		launch.Abort()
+		return nil, fmt.Errorf("start %s: launch root: %w", o.Spec.Argv[0], err)
 	}
+	p.release = release
 	return p, nil
 }
 
@@ -84,6 +105,9 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 func (p *Proc) Wait() error {
 	p.once.Do(func() {
 		p.err = p.cmd.Wait()
+		if p.release != nil {
+			p.release()
+		}
 		close(p.done)
 	})
 	return p.err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
 )
 
@@ -152,6 +153,11 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 // tsh derives from CTX_AGENT_SUBJECT).
 func (v View) SessionPath() string {
 	return layout.SandboxRoot + "/home/" + strconv.Itoa(v.Layout.UID) + "/agent/" + v.Def.Name + "/session/" + v.Session
+}
+
+// Identity is the capability identity of the view's launch roots (U2, U3).
+func (v View) Identity() launchroot.Identity {
+	return launchroot.Identity{UID: v.Layout.UID, Agent: v.Def.Name, Session: v.Session, Run: v.Run}
 }
 
 // AgentPath is where the agent object appears inside the view.

@@ -7,6 +7,8 @@
 // file is fsynced after each commit frame (user, tool_result, approval,
 // assistant, error, cancelled, done); delta, start, tool_call,
 // approval_request and candidate frames reach the disk with the next commit.
+// Frames queued together are written line by line and share one fsync
+// (group commit), so a conclusion and its done cost one fsync, not two.
 // A frame is committed when its line is in events.jsonl; messages.jsonl is
 // derived from committed frames and rebuilt from events.jsonl on open when
 // the two disagree.
@@ -158,25 +160,47 @@ func IsCommitPoint(t string) bool {
 // Append assigns the next seq and a timestamp, writes the frame as one line
 // and fsyncs at commit points. The returned record is committed.
 func (l *Log) Append(f ipc.Frame) (Record, error) {
-	f.Seq = l.seq + 1
-	if f.TS == "" {
-		f.TS = ipc.Now()
+	recs, err := l.AppendBatch([]ipc.Frame{f})
+	if err != nil {
+		return Record{}, err
 	}
-	line := f.Line()
-	if _, err := l.events.Write(line); err != nil {
-		return Record{}, fmt.Errorf("session append: %w", err)
+	return recs[0], nil
+}
+
+// AppendBatch appends frames in order, one write(2) per line, and fsyncs
+// once at the end if any of them is a commit point (group commit: frames
+// that arrive together, such as an assistant conclusion and its done, share
+// one fsync). The records are committed when it returns.
+func (l *Log) AppendBatch(fs []ipc.Frame) ([]Record, error) {
+	recs := make([]Record, 0, len(fs))
+	sync := false
+	seq := l.seq
+	for _, f := range fs {
+		seq++
+		f.Seq = seq
+		if f.TS == "" {
+			f.TS = ipc.Now()
+		}
+		line := f.Line()
+		if _, err := l.events.Write(line); err != nil {
+			return nil, fmt.Errorf("session append: %w", err)
+		}
+		sync = sync || IsCommitPoint(f.Type)
+		recs = append(recs, Record{Frame: f, Line: line})
 	}
-	if !l.NoSync && IsCommitPoint(f.Type) {
+	if sync && !l.NoSync {
 		if err := l.events.Sync(); err != nil {
-			return Record{}, fmt.Errorf("session append: fsync: %w", err)
+			return nil, fmt.Errorf("session append: fsync: %w", err)
 		}
 	}
-	l.seq = f.Seq
-	if m := messageOf(&f); m != nil {
-		// messages.jsonl is derived; a failed write is repaired on next open.
-		_, _ = l.messages.Write(m)
+	l.seq = seq
+	for i := range recs {
+		if m := messageOf(&recs[i].Frame); m != nil {
+			// messages.jsonl is derived; a failed write is repaired on next open.
+			_, _ = l.messages.Write(m)
+		}
 	}
-	return Record{Frame: f, Line: line}, nil
+	return recs, nil
 }
 
 // Close closes the files.

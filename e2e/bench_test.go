@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/envelope"
+	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/sandbox"
+)
+
+// BenchmarkSendVsDirect measures, interleaved in one run, the round trip of
+// one send with a trivial agent through the runtime — over the socket, and
+// through the `ctx agent send` CLI — against a minimal launcher that starts
+// the same agent the same way (the same bwrap view and flags) and feeds it
+// the same envelope. The ratios are the runtime's own cost.
+func BenchmarkSendVsDirect(b *testing.B) {
+	t := &testing.T{}
+	w := newWorld(t)
+	w.t = t
+	w.start()
+	defer w.stopQuiet()
+	w.mustCtx("agent", "create", "bench", "--exec", binDir+"/testagent")
+	l := layout.Layout{Root: w.root, Runtime: w.run, UID: os.Getuid()}
+	def, err := agentdef.Load(l, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws := b.TempDir()
+	c := w.dial("bench")
+	var direct, socket, cli time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// Direct: the same sandbox view, envelope and read-to-exit.
+		t0 := time.Now()
+		run := "run-direct-" + strconv.Itoa(i)
+		v := sandbox.View{Layout: l, Def: def, Session: "direct", Run: run, Workspace: ws}
+		stdin, _ := envelope.Encode(&envelope.Envelope{Schema: envelope.Schema, Run: run, Input: "echo hi", HistoryMessages: "[]"})
+		p, err := proc.Start(proc.Options{Bwrap: "/usr/bin/bwrap", Spec: v.Spec([]string{v.AgentPath()}, v.AgentEnv(0)), Stdin: stdin})
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, p.Stdout)
+		if err := p.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		direct += time.Since(t0)
+
+		t0 = time.Now()
+		c.send(sendReq("s"+strconv.Itoa(i), "echo hi", "session", "sock", "workspace", ws))
+		got := c.until("done", 10*time.Second)
+		if got[len(got)-1].Status != "ok" {
+			b.Fatal(types(got))
+		}
+		socket += time.Since(t0)
+
+		t0 = time.Now()
+		cmd := exec.Command(w.ctxBin, "agent", "send", "--session", "cli", "bench", "echo", "hi")
+		cmd.Env, cmd.Dir = w.env(), ws
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v %s", err, out)
+		}
+		cli += time.Since(t0)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(direct.Microseconds())/n/1000, "direct-ms")
+	b.ReportMetric(float64(socket.Microseconds())/n/1000, "socket-ms")
+	b.ReportMetric(float64(cli.Microseconds())/n/1000, "cli-ms")
+	b.ReportMetric(float64(socket)/float64(direct), "socket/direct")
+	b.ReportMetric(float64(cli)/float64(direct), "cli/direct")
+}
