@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -23,6 +24,9 @@ type Spec struct {
 	// History is history_messages for the envelope: a JSON array string of
 	// earlier runs' conversation, already bounded (X5).
 	History string
+	// HistoryMsgs is the same history as prompt messages, for the prompt
+	// builder (runprep): the view `ctx agent prompt` renders too (R4).
+	HistoryMsgs []runprep.Message
 	// Attempts counts incarnations: a restarted run actor finds it above 1
 	// and concludes the run as interrupted instead of running it again
 	// (L4: a run never inherits a previous run's authority).
@@ -57,8 +61,10 @@ type ApprovalAnswer struct {
 // internal continuations
 
 type defLoaded struct {
-	def *agentdef.Def
-	err error
+	def  *agentdef.Def
+	err  error
+	prep *runprep.Prepared
+	perr error
 }
 
 type stepReady struct {

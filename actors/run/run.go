@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/ipc"
 	"github.com/cortexfs/ctx/tsh"
@@ -44,6 +47,7 @@ type Actor struct {
 	stop context.CancelFunc
 
 	def  *agentdef.Def
+	prep *runprep.Prepared
 	view sandbox.View
 
 	step      int
@@ -114,11 +118,20 @@ func (a *Actor) onStarted(c actor.Context) {
 		return
 	}
 	a.cfg.Hit("run.start")
-	self, root, l, name := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.spec.Agent
+	self, root, l, spec := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.spec
 	go func() {
 		// Control files are re-read for every run (U6).
-		def, err := agentdef.Load(l, name)
-		root.Send(self, &defLoaded{def: def, err: err})
+		def, err := agentdef.Load(l, spec.Agent)
+		m := &defLoaded{def: def, err: err}
+		if err == nil && spec.Op == ipc.OpSend {
+			// The window, its environment, and the prompt (R1, W4–W9) —
+			// the same function `ctx agent prompt` calls (R4).
+			sess := l.SessionDir(spec.Agent, spec.Scope, spec.Session)
+			tc, _ := runprep.ToolContext(sess)
+			m.prep, m.perr = runprep.Prepare(runprep.Input{Layout: l, Def: def, SessionDir: sess, Workspace: spec.Workspace,
+				Cwd: spec.Cwd, ToolContext: tc, History: spec.HistoryMsgs, Input: spec.Input, Time: time.Now()})
+		}
+		root.Send(self, m)
 	}()
 }
 
@@ -132,7 +145,32 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		return
 	}
 	a.def = m.def
-	a.emit(c, &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest})
+	a.prep = m.prep
+	start := &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest}
+	if m.prep != nil {
+		start.Prompt = m.prep.PromptHash() // R4: match a run to `ctx agent prompt`
+	}
+	a.emit(c, start)
+	var cands []runprep.Candidate
+	var we *runprep.WindowError
+	switch {
+	case m.prep != nil:
+		cands = m.prep.Skipped
+	case errors.As(m.perr, &we):
+		cands = we.Candidates
+	}
+	for _, cd := range cands {
+		if !cd.Usable && cd.Reason != "skipped" { // spec: W6 — auditable, settings untouched
+			a.emit(c, &ipc.Frame{Type: ipc.TypeCandidate, Model: cd.Model, Status: "unusable", Reason: cd.Reason})
+		}
+	}
+	if m.perr != nil {
+		a.conclude(c, ipc.ErrorFrame("", m.perr), "error")
+		return
+	}
+	if m.prep != nil && m.prep.SnapshotErr != nil {
+		a.log.Warn("session snapshots not written (the run goes on)", "err", m.prep.SnapshotErr) // R5
+	}
 	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Scope: a.spec.Scope, Run: a.spec.RunID,
 		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd}
 	if a.spec.Op == ipc.OpTsh {
@@ -188,7 +226,11 @@ func (a *Actor) onStepReady(c actor.Context, m *stepReady) {
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInternal, Message: err.Error()}, "error")
 		return
 	}
-	spec := a.view.Spec([]string{a.view.AgentPath()}, a.view.AgentEnv(a.step))
+	agentEnv := a.view.AgentEnv(a.step)
+	if a.prep != nil {
+		maps.Copy(agentEnv, a.prep.Env) // spec: W7 — exactly when the window is known
+	}
+	spec := a.view.Spec([]string{a.view.AgentPath()}, agentEnv)
 	p, err := proc.Start(proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, Stdin: stdin, Roots: a.cfg.Roots, Ident: a.view.Identity()})
 	if err != nil {
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeSandboxUnavailable, Message: err.Error()}, "error")

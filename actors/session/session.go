@@ -20,6 +20,7 @@ import (
 	"github.com/cortexfs/ctx/actors/run"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
+	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/internal/store"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -292,7 +293,8 @@ func (a *Actor) start(c actor.Context, p *pending) {
 	}
 	a.active = &active{id: id, req: req.ID, conn: p.conn, approvals: map[*ipc.ApprovalWait]*time.Timer{}}
 	a.active.spec = run.Spec{Agent: a.key.Agent, RunID: id, ReqID: req.ID, Op: req.Op, Session: a.key.Name, Scope: a.key.Scope,
-		Input: input, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: a.history(), Attempts: &atomic.Int32{}}
+		Input: input, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: a.history(), HistoryMsgs: a.historyMsgs(),
+		Attempts: &atomic.Int32{}}
 	a.active.spec.Digest = req.Digest()
 	if req.Op == ipc.OpSend {
 		// spec: P5 — the user message is durable before anything runs: the
@@ -383,6 +385,18 @@ func (a *Actor) history() string {
 		return "[]"
 	}
 	return string(b)
+}
+
+// historyMsgs is the conversation so far as runprep sees it — exactly what
+// `ctx agent prompt` reads from messages.jsonl (R4).
+func (a *Actor) historyMsgs() []runprep.Message {
+	var msgs []store.Message
+	for i := range a.recs {
+		if m := store.MessageOf(&a.recs[i].Frame); m != nil {
+			msgs = append(msgs, *m)
+		}
+	}
+	return runprep.History(msgs)
 }
 
 func (a *Actor) onResume(m *Request) {

@@ -6,14 +6,6 @@ import (
 
 var errNotYet = errors.New("not available in this build yet")
 
-// PromptCmd is `ctx agent prompt`.
-type PromptCmd struct {
-	Name    string `arg:""`
-	Session string `default:"default"`
-}
-
-func (c *PromptCmd) Run(env *Env) error { return Exit(ExitUsage, errNotYet) }
-
 // StartCmd is `ctx agent start`.
 type StartCmd struct {
 	Name    string `arg:""`

@@ -22,11 +22,11 @@ import (
 
 // Proc is one started sandbox.
 type Proc struct {
-	cmd    *exec.Cmd
-	Stdout io.ReadCloser
-	stderr *Tail
-	done   chan struct{}
-	err    error
+	cmd     *exec.Cmd
+	Stdout  io.ReadCloser
+	stderr  *Tail
+	done    chan struct{}
+	err     error
 	once    sync.Once
 	release func()
 }

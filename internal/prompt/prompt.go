@@ -1,0 +1,638 @@
+// Package prompt is the one renderer of the first system message and the
+// message array a model run dispatches (runtime.md R1–R5, W8–W10); the run
+// actor and `ctx agent prompt` call the same Build.
+//
+// # Template
+//
+// The agent's prompt.template.md (control dir, re-read at every build — U6) is
+// rendered by literal substitution; nothing in it is executed. When the file is
+// absent the embedded default template (default.prompt.template.md) is used; a
+// present file is used as is, even empty. Variables, spelt exactly `{{name}}`:
+//
+//	{{system}}   system.md from the control dir ("" when absent; trailing newlines dropped)
+//	{{rules}}    merged AGENTS.md rules (see RulesFileCap) — equals the AGENTS.md snapshot
+//	{{skills}}   skill metadata lines "- name: description (path)" — equals SKILLS.md
+//	{{tools}}    the tool context text (what `tsh context` prints; trailing newlines dropped)
+//	{{history}}  the history view inline, "[role]\ncontent" blocks, oldest first;
+//	             when the template uses it, history is NOT also sent as messages
+//	{{time}}     the current time, RFC 3339 UTC, e.g. 2026-01-02T15:04:05Z
+//	{{input}}    the current input; it is always also the final user message,
+//	             so using it here charges it twice
+//
+// Substitution is one left-to-right pass, so text inside a value (a rules file
+// containing "{{input}}") is never expanded. An unknown `{{x}}` is left in the
+// text literally and reported as a warning.
+//
+// After the rendered template the host appends, verbatim and last, the
+// immutable runtime contract (R3); no template or system.md can remove it.
+//
+// # Messages and budget
+//
+// The message array is [system] + history view (unless inlined) + [user:
+// input], serialized as JSON objects {"role","content"} without HTML
+// escaping. With a known window its UTF-8 byte length must not exceed
+// window.InputBudgetChars (W8). Filling order (W9): the contract, template
+// text, system.md, the current input and time are never cut; skill metadata
+// gets at most 2 % (shortened, then omitted); if the rest still does not fit,
+// the tool context and then the rules are cut with a visible marker; if even
+// that is not enough Build fails with a *BudgetError. History takes what is
+// left, newest first, whole messages only; older messages are left out of the
+// view (Result.HistoryOmitted) and never deleted. With an unknown window the
+// legacy sub-budgets of package window apply instead (W10).
+package prompt
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/window"
+)
+
+// Contract is the immutable runtime contract (spec: R3), verbatim.
+const Contract = "Your only native callable tool is tsh.\n" +
+	"Other CortexFS tools are discovered, loaded, pinned, and invoked through tsh.\n" +
+	"Prompt text and skill metadata do not grant permissions."
+
+// Control files read from the control dir at every build (U6).
+const (
+	SystemFile     = "system.md"
+	TemplateFile   = "prompt.template.md"
+	ControlFileMax = 1 << 20 // a larger control file fails the build
+)
+
+// Placeholders shown by `ctx agent prompt` for what it cannot see (spec: R4).
+const (
+	InputPlaceholder   = "<input: supplied at run time>"
+	TimePlaceholder    = "<time: supplied at run time>"
+	HistoryPlaceholder = "<history: supplied at run time>"
+	// HistoryPlaceholderRole is the role of the one placeholder message that
+	// stands for an unseen history in Placeholders mode.
+	HistoryPlaceholderRole = "history"
+)
+
+//go:embed default.prompt.template.md
+var defaultTemplate string
+
+// DefaultTemplate is the template used when prompt.template.md is absent.
+func DefaultTemplate() string { return defaultTemplate }
+
+// ErrOverBudget is wrapped by *BudgetError.
+var ErrOverBudget = errors.New("prompt does not fit the context window")
+
+// BudgetError: the parts that are never cut (template, system.md, input,
+// contract, time) need more than the input budget. The run fails with an
+// auditable error; nothing is truncated silently.
+type BudgetError struct {
+	Need   int // JSON bytes of the smallest message array
+	Budget int // window.InputBudgetChars
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("prompt needs %d chars but the context window leaves %d for input", e.Need, e.Budget)
+}
+
+// Unwrap makes errors.Is(err, ErrOverBudget) hold.
+func (e *BudgetError) Unwrap() error { return ErrOverBudget }
+
+// Dir is a directory on the host and where the agent sees it.
+type Dir struct {
+	Host string // host path; "" = none
+	View string // sandbox path (e.g. /workspace); "" = same as Host
+}
+
+func (d Dir) viewRoot() string {
+	if d.View != "" {
+		return d.View
+	}
+	return d.Host
+}
+
+// Message is one element of the rendered message array.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Inputs is everything one build reads besides files.
+type Inputs struct {
+	ControlDir string // agent/<name>.d on the host: system.md, prompt.template.md
+	Cwd        string // host path of the run's working directory
+	Workspace  Dir    // the bound workspace (/workspace); zero when none
+	AgentHome  Dir    // home/<uid>/agent/<name> (/home/agent)
+	CtxHome    Dir    // CTX_HOME = home/<uid> (/ctx/home/<uid>)
+
+	ToolContext string    // K5 tool context text
+	History     []Message // durable history before the current input, oldest first
+	Input       string    // the current input
+	Time        time.Time // the build time
+
+	WindowTokens uint32 // effective window (window.Effective), when WindowKnown
+	WindowKnown  bool
+
+	// HistoryMaxChars optionally caps the history view further, measured as
+	// the JSON bytes of the view's message array (e.g. 64 KiB for the
+	// sdk-envelope-v1 history_messages string, X5). 0 = no extra cap.
+	HistoryMaxChars int
+
+	// Placeholders renders for `ctx agent prompt` (spec: R4): Input and Time
+	// are replaced by InputPlaceholder and TimePlaceholder, and when
+	// HistoryAbsent the history is one HistoryPlaceholder.
+	Placeholders  bool
+	HistoryAbsent bool
+
+	fsys fileSystem // tests only; nil = the OS
+}
+
+// viewPath maps a host path to the path the agent sees.
+func (in *Inputs) viewPath(host string) string {
+	host = filepath.Clean(host)
+	for _, d := range []Dir{in.Workspace, in.AgentHome, in.CtxHome} {
+		if d.Host == "" {
+			continue
+		}
+		root := filepath.Clean(d.Host)
+		if within(host, root) {
+			rel, _ := filepath.Rel(root, host)
+			return filepath.Join(d.viewRoot(), rel)
+		}
+	}
+	return host
+}
+
+// Section is the size of one part of the prompt, in UTF-8 bytes.
+type Section struct {
+	Name  string
+	Chars int
+}
+
+// Result is one rendered prompt.
+type Result struct {
+	System         string    // the first system message, ending with Contract
+	History        []Message // the history view, oldest first (sent as messages or inlined)
+	HistoryOmitted int       // older messages left out of the view (still durable)
+	Input          string    // the current input as sent (or its placeholder)
+	Rules          string    // {{rules}} as substituted: the AGENTS.md snapshot
+	Skills         []Skill   // skills as they entered the prompt: the SKILLS.md snapshot
+	Sections       []Section // system rules skills tools history time input template contract total
+	BudgetChars    int       // input budget (W8); -1 when the window is unknown
+	// Hash is the content hash to record in the run's `start` frame and to
+	// print from `ctx agent prompt`: sha256 (hex) of the message array
+	// serialized with Input and Time replaced by their placeholders, so the
+	// two can be matched (R4).
+	Hash string
+	// DispatchHash is sha256 (hex) of exactly the bytes JSON returns.
+	DispatchHash string
+	Warnings     []string // skills shortened/omitted, files cut or skipped, unknown variables
+
+	messages []Message
+	json     []byte
+}
+
+// Messages is the message array to dispatch (a copy).
+func (r *Result) Messages() []Message { return append([]Message(nil), r.messages...) }
+
+// JSON is the serialized message array, the bytes charged against the input
+// budget (spec: W8) (a copy).
+func (r *Result) JSON() []byte { return bytes.Clone(r.json) }
+
+var knownVars = map[string]bool{
+	"system": true, "rules": true, "skills": true, "tools": true,
+	"history": true, "time": true, "input": true,
+}
+
+type part struct {
+	lit string
+	v   string // variable name; "" for a literal
+}
+
+// parseTemplate splits t into literals and known variables.
+func parseTemplate(t string) (parts []part, unknown []string) {
+	seen := map[string]bool{}
+	for {
+		i := strings.Index(t, "{{")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(t[i+2:], "}}")
+		if j < 0 {
+			break
+		}
+		name := t[i+2 : i+2+j]
+		if !knownVars[name] {
+			if !seen[name] && len(name) < 64 && !strings.ContainsAny(name, "{}\n") {
+				seen[name] = true
+				unknown = append(unknown, name)
+			}
+			parts = append(parts, part{lit: t[:i+2]})
+			t = t[i+2:]
+			continue
+		}
+		if i > 0 {
+			parts = append(parts, part{lit: t[:i]})
+		}
+		parts = append(parts, part{v: name})
+		t = t[i+2+j+2:]
+	}
+	if t != "" {
+		parts = append(parts, part{lit: t})
+	}
+	return parts, unknown
+}
+
+func render(parts []part, vals map[string]string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p.v == "" {
+			b.WriteString(p.lit)
+		} else {
+			b.WriteString(vals[p.v])
+		}
+	}
+	return b.String()
+}
+
+// withContract appends the contract after the rendered template (spec: R3).
+func withContract(rendered string) string {
+	rendered = strings.TrimRight(rendered, "\n")
+	if strings.TrimSpace(rendered) == "" {
+		return Contract
+	}
+	return rendered + "\n\n" + Contract
+}
+
+func historyBlock(m Message) string { return "[" + m.Role + "]\n" + m.Content }
+
+func renderHistory(h []Message) string {
+	blocks := make([]string, len(h))
+	for i, m := range h {
+		blocks[i] = historyBlock(m)
+	}
+	return strings.Join(blocks, "\n\n")
+}
+
+// assembly holds one build's parts.
+type assembly struct {
+	parts       []part
+	occ         map[string]int
+	vals        map[string]string
+	hist        []Message
+	placeholder bool // history is the placeholder
+}
+
+func (a *assembly) inline() bool { return a.occ["history"] > 0 }
+
+func (a *assembly) messages() []Message {
+	vals := a.vals
+	if a.inline() {
+		switch {
+		case a.placeholder:
+			vals["history"] = HistoryPlaceholder
+		default:
+			vals["history"] = renderHistory(a.hist)
+		}
+	}
+	msgs := make([]Message, 0, len(a.hist)+3)
+	msgs = append(msgs, Message{Role: "system", Content: withContract(render(a.parts, vals))})
+	if !a.inline() {
+		if a.placeholder {
+			msgs = append(msgs, Message{Role: HistoryPlaceholderRole, Content: HistoryPlaceholder})
+		}
+		msgs = append(msgs, a.hist...)
+	}
+	return append(msgs, Message{Role: "user", Content: vals["input"]})
+}
+
+// Build renders the prompt (R1) within the budget (W8–W10). Control files are
+// re-read on every call (U6). It fails only when a control file cannot be
+// read, or with a *BudgetError; everything else degrades with a warning.
+func Build(in Inputs) (*Result, error) {
+	fsys := in.fsys
+	if fsys == nil {
+		fsys = osFS{}
+	}
+	r := &Result{BudgetChars: -1}
+	warn := func(format string, a ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, a...)) }
+
+	// spec: U6 — system.md and prompt.template.md are read at every build.
+	system, _, err := readControl(fsys, in.ControlDir, SystemFile)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, ok, err := readControl(fsys, in.ControlDir, TemplateFile)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		tmpl = defaultTemplate
+	}
+	rules, ws := collectRules(fsys, &in) // spec: R1
+	r.Warnings = append(r.Warnings, ws...)
+	allSkills, ws := collectSkills(fsys, &in) // spec: R2
+	r.Warnings = append(r.Warnings, ws...)
+
+	system = strings.TrimRight(system, "\n")
+	tools := strings.TrimRight(clean(in.ToolContext), "\n")
+	input := clean(in.Input)
+	now := in.Time.UTC().Format(time.RFC3339)
+	if in.Placeholders { // spec: R4
+		input, now = InputPlaceholder, TimePlaceholder
+	}
+	hist := make([]Message, len(in.History))
+	for i, m := range in.History {
+		hist[i] = Message{Role: clean(m.Role), Content: clean(m.Content)}
+	}
+
+	budget := -1
+	skillCap := window.LegacySkillsChars
+	histCap := -1
+	if in.WindowKnown && in.WindowTokens > 0 {
+		budget = int(window.InputBudgetChars(in.WindowTokens)) // spec: W8
+		skillCap = int(window.SkillBudget(uint32(budget)))     // spec: W9
+		r.BudgetChars = budget
+	} else {
+		// spec: W10 — legacy sub-budgets, no total claimed.
+		histCap = window.LegacyHistoryChars
+		legacy := func(s string, max int, what string) string {
+			if len(s) <= max {
+				return s
+			}
+			warn("%s: %d bytes over the %d-byte budget for an unknown window; cut", what, len(s)-max, max)
+			return cutText(s, max, what)
+		}
+		system = legacy(system, window.LegacySystemChars, SystemFile)
+		rules = legacy(rules, window.LegacyRulesChars, "rules")
+		tools = legacy(tools, window.LegacyToolsChars, "tool context")
+	}
+	if in.HistoryMaxChars > 0 && (histCap < 0 || in.HistoryMaxChars < histCap) {
+		histCap = in.HistoryMaxChars
+	}
+	skills, ws := fitSkills(allSkills, skillCap) // spec: R2 W9
+	r.Warnings = append(r.Warnings, ws...)
+
+	parts, unknown := parseTemplate(tmpl)
+	for _, u := range unknown {
+		warn("template: unknown variable {{%s}} left as text", u)
+	}
+	a := &assembly{
+		parts: parts,
+		occ:   map[string]int{},
+		vals: map[string]string{
+			"system": system, "rules": rules, "skills": RenderSkills(skills),
+			"tools": tools, "time": now, "input": input,
+		},
+		placeholder: in.Placeholders && in.HistoryAbsent,
+	}
+	for _, p := range parts {
+		if p.v != "" {
+			a.occ[p.v]++
+		}
+	}
+
+	if budget >= 0 {
+		if err := fitFixed(a, budget, warn); err != nil {
+			return nil, err
+		}
+	}
+	if !a.placeholder {
+		a.hist, r.HistoryOmitted = selectHistory(a, hist, budget, histCap)
+	}
+
+	msgs := a.messages()
+	data, err := marshal(msgs)
+	if err != nil {
+		return nil, err
+	}
+	if budget >= 0 && len(data) > budget { // spec: W8 — never dispatch over budget
+		return nil, &BudgetError{Need: len(data), Budget: budget}
+	}
+	r.messages, r.json = msgs, data
+	r.System, r.History, r.Input = msgs[0].Content, a.hist, input
+	r.Rules, r.Skills = a.vals["rules"], skills
+	r.DispatchHash = hashHex(data)
+	r.Hash = r.DispatchHash
+	if !in.Placeholders {
+		canon := *a
+		canon.vals = maps(a.vals)
+		canon.vals["input"], canon.vals["time"] = InputPlaceholder, TimePlaceholder
+		cdata, err := marshal(canon.messages())
+		if err != nil {
+			return nil, err
+		}
+		r.Hash = hashHex(cdata)
+	}
+
+	histChars := 0
+	if a.inline() {
+		histChars = len(a.vals["history"])
+	} else {
+		for _, m := range a.hist {
+			histChars += len(m.Content)
+		}
+	}
+	literal := 0
+	for _, p := range parts {
+		literal += len(p.lit)
+	}
+	r.Sections = []Section{
+		{"system", len(a.vals["system"])},
+		{"rules", len(a.vals["rules"])},
+		{"skills", len(a.vals["skills"])},
+		{"tools", len(a.vals["tools"])},
+		{"history", histChars},
+		{"time", len(now)},
+		{"input", len(input)},
+		{"template", literal},
+		{"contract", len(Contract)},
+		{"total", len(data)},
+	}
+	return r, nil
+}
+
+// fitFixed cuts the tool context, then the rules, until the array without
+// history fits the budget (spec: W9).
+func fitFixed(a *assembly, budget int, warn func(string, ...any)) error {
+	a.hist = nil
+	cost := func() int { return arrayCost(a.messages()) }
+	if cost() <= budget {
+		return nil
+	}
+	for _, key := range []string{"tools", "rules"} {
+		orig := a.vals[key]
+		if a.occ[key] == 0 || orig == "" {
+			continue
+		}
+		label := map[string]string{"tools": "tool context", "rules": "rules"}[key]
+		a.vals[key] = ""
+		if cost() > budget {
+			warn("%s: left out entirely to fit the context window", label)
+			continue
+		}
+		lo, hi := 0, len(orig)
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			a.vals[key] = cutText(orig, mid, label)
+			if cost() <= budget {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		a.vals[key] = cutText(orig, lo, label)
+		warn("%s: cut to %d of %d bytes to fit the context window", label, len(a.vals[key]), len(orig))
+		return nil
+	}
+	if c := cost(); c > budget {
+		return &BudgetError{Need: c, Budget: budget}
+	}
+	return nil
+}
+
+// selectHistory keeps the newest whole messages that fit (spec: W9): within
+// budget-minus-the-rest when budget ≥ 0, and within histCap when ≥ 0.
+func selectHistory(a *assembly, hist []Message, budget, histCap int) (kept []Message, omitted int) {
+	if len(hist) == 0 {
+		return nil, 0
+	}
+	a.hist = nil
+	room := -1
+	if budget >= 0 {
+		room = budget - arrayCost(a.messages())
+	}
+	used, capUsed := 0, 2 // capUsed: the view as its own JSON array / text
+	if a.inline() {
+		capUsed = 0
+	}
+	n := 0
+	for i := len(hist) - 1; i >= 0; i-- {
+		var c, cc int
+		if a.inline() {
+			c = jsonCost(historyBlock(hist[i]))
+			if n > 0 {
+				c += jsonCost("\n\n")
+			}
+			cc = c
+			c *= a.occ["history"]
+		} else {
+			c = msgCost(hist[i]) + 1 // and a comma
+			cc = msgCost(hist[i])
+			if n > 0 {
+				cc++
+			}
+		}
+		if room >= 0 && used+c > room || histCap >= 0 && capUsed+cc > histCap {
+			break
+		}
+		used += c
+		capUsed += cc
+		n++
+	}
+	return hist[len(hist)-n:], len(hist) - n
+}
+
+func readControl(fsys fileSystem, dir, name string) (string, bool, error) {
+	if dir == "" {
+		return "", false, nil
+	}
+	p := filepath.Join(dir, name)
+	b, truncated, err := readBounded(fsys, p, ControlFileMax, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("prompt: control file %s: %w", name, err)
+	}
+	if truncated {
+		return "", false, fmt.Errorf("prompt: control file %s: larger than %d bytes", name, ControlFileMax)
+	}
+	return clean(string(b)), true, nil
+}
+
+// clean makes text valid UTF-8 (invalid bytes become U+FFFD).
+func clean(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+func maps(m map[string]string) map[string]string {
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func marshal(msgs []Message) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(msgs); err != nil {
+		return nil, fmt.Errorf("prompt: serialize messages: %w", err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func hashHex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// jsonCost is the length of s as a JSON string body (without the quotes), as
+// encoding/json writes it with HTML escaping off.
+func jsonCost(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6 // \ufffd
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// msgCost is the JSON length of one {"role":…,"content":…} object.
+func msgCost(m Message) int {
+	return len(`{"role":"","content":""}`) + jsonCost(m.Role) + jsonCost(m.Content)
+}
+
+// arrayCost is the JSON length of the array: brackets, objects, commas.
+func arrayCost(msgs []Message) int {
+	n := 2
+	for i, m := range msgs {
+		if i > 0 {
+			n++
+		}
+		n += msgCost(m)
+	}
+	return n
+}

@@ -1,0 +1,39 @@
+package prompt
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/cortexfs/ctx/internal/atomicfile"
+)
+
+// Snapshot file names in the session directory (R5).
+const (
+	RulesSnapshot  = "AGENTS.md"
+	SkillsSnapshot = "SKILLS.md"
+)
+
+// WriteSnapshots writes the session observations of one build (spec: R5):
+// AGENTS.md = {{rules}} and SKILLS.md = {{skills}} (name, description, path),
+// each replaced atomically. It is best effort: it tries both, returns the
+// joined errors for the caller to log, and never panics — a failure must
+// never fail a run. These are observations, not control files.
+func WriteSnapshots(sessionDir string, rules string, skills []Skill) (err error) {
+	defer func() {
+		// R5 says a snapshot can never take a run down; guard the contract
+		// even against a bug below.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("prompt: snapshots: panic: %v", p)
+		}
+	}()
+	if sessionDir == "" {
+		return errors.New("prompt: snapshots: no session directory")
+	}
+	e1 := atomicfile.WriteFile(filepath.Join(sessionDir, RulesSnapshot), []byte(rules), 0o600)
+	e2 := atomicfile.WriteFile(filepath.Join(sessionDir, SkillsSnapshot), []byte(RenderSkills(skills)), 0o600)
+	if err := errors.Join(e1, e2); err != nil {
+		return fmt.Errorf("prompt: snapshots: %w", err)
+	}
+	return nil
+}
