@@ -56,6 +56,8 @@ type Actor struct {
 	seenCalls map[string]bool
 	obs       *envelope.Observation
 
+	model *model // a model-backed run's conversation
+
 	gen      int        // current step generation
 	p        *proc.Proc // live agent process, if any
 	procs    []*proc.Proc
@@ -87,6 +89,12 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onToolResult(c, m)
 	case *tool.NeedApproval:
 		a.onNeedApproval(c, m)
+	case *modelEvent:
+		a.onModelEvent(c, m)
+	case *modelCandidate:
+		a.onModelCandidate(c, m)
+	case *modelDone:
+		a.onModelDone(c, m)
 	case *ApprovalAnswer:
 		a.onApprovalAnswer(c, m)
 	case *Cancel:
@@ -154,6 +162,8 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	var cands []runprep.Candidate
 	var we *runprep.WindowError
 	switch {
+	case m.prep != nil && m.def.Kind == agentdef.KindModel:
+		// The dispatcher reports each candidate as it reaches it.
 	case m.prep != nil:
 		cands = m.prep.Skipped
 	case errors.As(m.perr, &we):
@@ -178,9 +188,8 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		a.startTool(c, &envelope.Line{Type: "tool_call", ID: "call-1", Name: "tsh", Args: a.spec.Args})
 		return
 	}
-	if a.def.Kind != agentdef.KindExec {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeModelUnavailable,
-			Message: "model agents need a provider: not available in this build"}, "error")
+	if a.def.Kind == agentdef.KindModel {
+		a.startModel(c)
 		return
 	}
 	a.startStep(c)
@@ -417,6 +426,10 @@ func (a *Actor) onToolResult(c actor.Context, r *tool.Result) {
 	if a.cancelled {
 		return
 	}
+	if a.model != nil {
+		a.onModelToolResult(c, r)
+		return
+	}
 	if a.spec.Op == ipc.OpTsh {
 		status := "ok"
 		if r.Status != envelope.StatusOK {
@@ -459,6 +472,9 @@ func (a *Actor) onCancel(c actor.Context) {
 		return
 	}
 	a.cancelled = true
+	if a.model != nil && a.model.cancel != nil {
+		a.model.cancel() // spec: X12 — the HTTP stream is aborted at once
+	}
 	if a.toolCall != nil {
 		// The call in flight gets its host-written result before the run's end.
 		if a.toolPID != nil {

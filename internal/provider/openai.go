@@ -1,0 +1,308 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// OpenAI streams from an OpenAI-compatible Chat Completions endpoint: POST
+// {base_url}/chat/completions with stream:true
+// (https://platform.openai.com/docs/api-reference/chat-streaming). The base URL
+// includes the API version, as OPENAI_BASE_URL in the official SDKs
+// (https://api.openai.com/v1, http://127.0.0.1:8080/v1 for llama.cpp's server,
+// http://127.0.0.1:8000/v1 for vLLM, http://127.0.0.1:11434/v1 for Ollama).
+// Without a key no Authorization header is sent.
+type OpenAI struct {
+	ep         endpoint
+	maxTokens  int
+	maxTokensF string
+}
+
+var _ Provider = (*OpenAI)(nil)
+
+// NewOpenAI builds the provider of one resolved entry.
+func NewOpenAI(pc ProviderConfig) *OpenAI {
+	f := pc.MaxTokensField
+	if f == "" {
+		f = "max_completion_tokens"
+	}
+	return &OpenAI{
+		ep:         newEndpoint(pc, strings.TrimRight(pc.BaseURL, "/")+"/chat/completions"),
+		maxTokens:  pc.MaxTokens,
+		maxTokensF: f,
+	}
+}
+
+// CloseIdleConnections releases idle keep-alive connections.
+func (o *OpenAI) CloseIdleConnections() { o.ep.client.CloseIdleConnections() }
+
+// Stream runs one turn.
+func (o *OpenAI) Stream(ctx context.Context, req Request, emit func(Event) error) error {
+	body, err := o.encode(req)
+	if err != nil {
+		return err
+	}
+	h := http.Header{}
+	if !o.ep.key.IsZero() {
+		h.Set("Authorization", "Bearer "+o.ep.key.Reveal())
+	}
+	s, err := o.ep.open(ctx, body, h)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	dec := &openaiDecoder{name: o.ep.name, redact: o.ep.redact}
+	send := guard(ctx, emit)
+	for {
+		ev, err := s.next("[DONE]")
+		if err != nil {
+			// Some compatible servers close right after the finish_reason
+			// chunk; nothing of the message is missing then.
+			if dec.finished && errors.Is(err, ErrIncomplete) && s.ctxError() == nil {
+				return dec.finish(send)
+			}
+			return err
+		}
+		done, err := dec.event(ev.Data, send)
+		if err != nil {
+			if cerr := s.ctxError(); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// Wire types of the Chat Completions request.
+type openaiRequest struct {
+	Model    string          `json:"model"`
+	Messages []openaiMessage `json:"messages"`
+	Tools    []openaiTool    `json:"tools,omitempty"`
+	Stream   bool            `json:"stream"`
+	// One of these carries the configured output limit (W11).
+	MaxCompletionTokens int `json:"max_completion_tokens,omitempty"`
+	MaxTokens           int `json:"max_tokens,omitempty"`
+}
+
+type openaiMessage struct {
+	Role       string           `json:"role"`
+	Content    string           `json:"content"`
+	ToolCalls  []openaiToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+}
+
+type openaiToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type openaiTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// encode renders the request: the system text as the first message,
+// consecutive assistant messages merged into one with all their tool_calls,
+// every tool result as its own "tool" message. The API has no error flag on a
+// tool result; a failed one is prefixed so the model can tell.
+func (o *OpenAI) encode(req Request) ([]byte, error) {
+	out := openaiRequest{Model: req.Model, Stream: true, Messages: []openaiMessage{}}
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = o.maxTokens
+	}
+	if o.maxTokensF == "max_tokens" {
+		out.MaxTokens = maxTokens
+	} else {
+		out.MaxCompletionTokens = maxTokens
+	}
+	for _, t := range req.Tools {
+		var ot openaiTool
+		ot.Type = "function"
+		ot.Function.Name, ot.Function.Description = t.Name, t.Description
+		ot.Function.Parameters = json.RawMessage(ToolInputSchema)
+		out.Tools = append(out.Tools, ot)
+	}
+	if req.System != "" {
+		out.Messages = append(out.Messages, openaiMessage{Role: "system", Content: req.System})
+	}
+	prevAssistant := false
+	for i, m := range req.Messages {
+		switch m.Role {
+		case RoleUser:
+			out.Messages = append(out.Messages, openaiMessage{Role: "user", Content: m.Text})
+		case RoleAssistant:
+			if !prevAssistant {
+				out.Messages = append(out.Messages, openaiMessage{Role: "assistant"})
+			}
+			last := &out.Messages[len(out.Messages)-1]
+			last.Content += m.Text
+			if m.ToolCallID != "" {
+				var tc openaiToolCall
+				tc.ID, tc.Type = m.ToolCallID, "function"
+				tc.Function.Name, tc.Function.Arguments = m.ToolName, string(encodeArgs(m.ToolArgs))
+				last.ToolCalls = append(last.ToolCalls, tc)
+			}
+		case RoleTool:
+			if m.ToolCallID == "" {
+				return nil, fmt.Errorf("%s: message %d: tool result without a call id", o.ep.name, i)
+			}
+			text := m.Text
+			if m.IsError {
+				text = "[error] " + text
+			}
+			out.Messages = append(out.Messages, openaiMessage{Role: "tool", ToolCallID: m.ToolCallID, Content: text})
+		default:
+			return nil, fmt.Errorf("%s: message %d: unknown role %q", o.ep.name, i, m.Role)
+		}
+		prevAssistant = m.Role == RoleAssistant
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("%s: encode request: %w", o.ep.name, err)
+	}
+	return body, nil
+}
+
+// openaiDecoder turns chat.completion.chunk objects into Events.
+type openaiDecoder struct {
+	name     string
+	redact   func(string) string
+	calls    []*openaiCallState
+	byIndex  map[int]*openaiCallState
+	stop     string
+	finished bool // a finish_reason arrived
+}
+
+type openaiCallState struct {
+	id, name string
+	args     strings.Builder
+}
+
+type openaiChunk struct {
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content   *string `json:"content"`
+			ToolCalls []struct {
+				Index    *int   `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Error *struct {
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"`
+	} `json:"error"`
+}
+
+// event handles one SSE data payload; done is true after [DONE].
+func (d *openaiDecoder) event(data string, emit func(Event) error) (done bool, err error) {
+	if strings.TrimSpace(data) == "[DONE]" {
+		return true, d.finish(emit)
+	}
+	var ch openaiChunk
+	if err := json.Unmarshal([]byte(data), &ch); err != nil {
+		return false, fmt.Errorf("%s: %w: chunk is not JSON: %w", d.name, ErrMalformed, err)
+	}
+	if ch.Error != nil {
+		se := &StatusError{Provider: d.name, Code: 500, Type: bound(ch.Error.Type, 100), Message: bound(ch.Error.Message, 512)}
+		if n, err := strconv.Atoi(strings.Trim(string(ch.Error.Code), `"`)); err == nil && n >= 400 && n < 600 {
+			se.Code = n
+		} else if se.Type == "rate_limit_exceeded" || se.Type == "rate_limit_error" {
+			se.Code = 429
+		}
+		if d.redact != nil {
+			se.Type, se.Message = d.redact(se.Type), d.redact(se.Message)
+		}
+		return false, se
+	}
+	if d.byIndex == nil {
+		d.byIndex = map[int]*openaiCallState{}
+	}
+	for _, c := range ch.Choices {
+		if c.Index != 0 {
+			continue // we never ask for n > 1
+		}
+		if c.Delta.Content != nil && *c.Delta.Content != "" {
+			if err := emit(Event{Kind: EventDelta, Text: *c.Delta.Content}); err != nil {
+				return false, err
+			}
+		}
+		for _, tc := range c.Delta.ToolCalls {
+			cs := d.callFor(tc.Index, tc.ID)
+			if tc.ID != "" {
+				cs.id = tc.ID
+			}
+			if cs.name == "" {
+				cs.name = tc.Function.Name // sent once; some servers repeat it
+			}
+			if cs.args.Len()+len(tc.Function.Arguments) > maxToolInput {
+				return false, fmt.Errorf("%s: %w: tool arguments over %d bytes", d.name, ErrMalformed, maxToolInput)
+			}
+			cs.args.WriteString(tc.Function.Arguments)
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			d.stop, d.finished = *c.FinishReason, true
+		}
+	}
+	return false, nil
+}
+
+// callFor finds the call a tool_calls fragment belongs to: by index when the
+// server sends one (OpenAI, vLLM, llama.cpp); otherwise a new id starts a new
+// call and a fragment without id continues the last one.
+func (d *openaiDecoder) callFor(index *int, id string) *openaiCallState {
+	if index != nil {
+		if cs, ok := d.byIndex[*index]; ok {
+			return cs
+		}
+		cs := &openaiCallState{}
+		d.byIndex[*index] = cs
+		d.calls = append(d.calls, cs)
+		return cs
+	}
+	if n := len(d.calls); n > 0 && (id == "" || d.calls[n-1].id == id) {
+		return d.calls[n-1]
+	}
+	cs := &openaiCallState{}
+	d.calls = append(d.calls, cs)
+	return cs
+}
+
+// finish emits the accumulated tool calls and the end of the turn.
+func (d *openaiDecoder) finish(emit func(Event) error) error {
+	for i, cs := range d.calls {
+		id := cs.id
+		if id == "" {
+			id = "call_" + strconv.Itoa(i) // some local servers send no ids
+		}
+		args, why := parseArgs(cs.args.String())
+		if err := emit(Event{Kind: EventToolCall, CallID: id, Name: cs.name, Args: args, ArgsError: why}); err != nil {
+			return err
+		}
+	}
+	return emit(Event{Kind: EventDone, StopReason: d.stop})
+}

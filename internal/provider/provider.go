@@ -1,0 +1,197 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Provider streams one model turn. Stream calls emit serially, on the calling
+// goroutine, with the turn's deltas, then its tool calls, then exactly one
+// EventDone, and returns nil; on any failure it returns an error and emits no
+// EventDone. Once ctx is done it emits nothing more and returns an error that
+// wraps ctx.Err() (spec: X12). An error returned by emit ends the stream and is
+// returned wrapped.
+type Provider interface {
+	Stream(ctx context.Context, req Request, emit func(Event) error) error
+}
+
+// Role is who wrote a Message.
+type Role string
+
+// The three roles of a conversation.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant" // text, and optionally one tool call
+	RoleTool      Role = "tool"      // the result of one tool call
+)
+
+// Message is one entry of the conversation sent to a model. An assistant turn
+// that made several tool calls is several consecutive assistant messages (the
+// first may carry the turn's text); their results follow as consecutive tool
+// messages. Encoders merge consecutive messages as each provider requires.
+type Message struct {
+	Role       Role
+	Text       string   // user input, assistant text, or tool result content
+	ToolCallID string   // assistant: the call made; tool: the call answered
+	ToolName   string   // the tool called (assistant and tool messages)
+	ToolArgs   []string // assistant: the call's argv
+	IsError    bool     // tool: the result status was not "ok"
+}
+
+// Tool is a direct-native tool offered to the model; every tool takes an argv
+// array (ToolInputSchema).
+type Tool struct {
+	Name        string
+	Description string
+}
+
+// ToolInputSchema is the JSON schema of every native tool's input (interfaces.md "Model agents").
+const ToolInputSchema = `{"type":"object","properties":{"args":{"type":"array","items":{"type":"string"}}},"required":["args"]}`
+
+// TSH is the one native tool offered by default. spec: K1
+func TSH() Tool {
+	return Tool{
+		Name: "tsh",
+		Description: "Run the CortexFS tool shell. args is tsh's argv: " +
+			`["list"], ["load","NAME"], ["pin","NAME"], ["context"], ["which","NAME"], ["call","NAME","ARG",...]. ` +
+			"The result is the command's output.",
+	}
+}
+
+// Request is one model turn.
+type Request struct {
+	Model     string // the model name without the "provider/" prefix; Dispatch sets it
+	System    string
+	Messages  []Message
+	MaxTokens int    // output limit; 0 means the provider's configured max_tokens (W11)
+	Tools     []Tool // usually []Tool{TSH()}; nil offers no tools
+}
+
+// EventKind says what an Event carries.
+type EventKind uint8
+
+// Event kinds, in the order a turn emits them.
+const (
+	EventDelta    EventKind = iota + 1 // Text: a piece of assistant text
+	EventToolCall                      // CallID, Name, Args (or ArgsError)
+	EventDone                          // StopReason; the turn is complete
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventDelta:
+		return "delta"
+	case EventToolCall:
+		return "tool_call"
+	case EventDone:
+		return "done"
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event is one step of a streamed turn. Tool calls are emitted only once the
+// provider's message is complete, so a caller may act on them at once.
+type Event struct {
+	Kind       EventKind
+	Text       string
+	CallID     string
+	Name       string
+	Args       []string
+	ArgsError  string // the model's input was not {"args":[strings...]}; Args is nil
+	StopReason string // the provider's own value: end_turn, tool_use, max_tokens, stop, tool_calls, length, ...
+}
+
+// Error classes. Every error this package returns wraps at most one of them
+// (or a *StatusError, or the context's error).
+var (
+	// ErrModelUnavailable: every candidate was unusable or failed (W6).
+	ErrModelUnavailable = errors.New("model unavailable")
+	// ErrConnection: the endpoint could not be reached or stopped answering.
+	ErrConnection = errors.New("connection failed")
+	// ErrIncomplete: the stream ended before the provider's end-of-message marker.
+	ErrIncomplete = errors.New("stream ended before the message was complete")
+	// ErrMalformed: the endpoint answered something that is not the documented stream.
+	ErrMalformed = errors.New("malformed stream")
+	// ErrCredentials: a credential source was refused (e.g. a secrets file not 0600).
+	ErrCredentials = errors.New("credentials refused")
+	// ErrConfig: providers.json or a candidate name is invalid.
+	ErrConfig = errors.New("invalid provider configuration")
+)
+
+// StatusError is an HTTP error status, or an error event inside a stream
+// mapped to its documented status. Its text never contains a credential.
+type StatusError struct {
+	Provider   string
+	Code       int
+	Type       string // the provider's error type, e.g. rate_limit_error
+	Message    string // the provider's message, bounded, credentials redacted
+	RequestID  string
+	RetryAfter time.Duration // from retry-after / retry-after-ms; 0 when absent
+}
+
+func (e *StatusError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: HTTP %d", e.Provider, e.Code)
+	if e.Type != "" {
+		fmt.Fprintf(&b, " %s", e.Type)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, ": %s", e.Message)
+	}
+	if e.RequestID != "" {
+		fmt.Fprintf(&b, " (request %s)", e.RequestID)
+	}
+	return b.String()
+}
+
+// Retryable reports whether the status is worth retrying: 429 and 5xx (W6).
+func (e *StatusError) Retryable() bool { return e.Code == 429 || e.Code >= 500 }
+
+// toolInput is the input every native tool takes.
+type toolInput struct {
+	Args []string `json:"args"`
+}
+
+// parseArgs decodes a tool input; on failure it returns a reason for the model.
+func parseArgs(raw string) ([]string, string) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, `tool input is empty; expected {"args":["..."]}`
+	}
+	var in struct {
+		Args *[]string `json:"args"`
+	}
+	if err := json.Unmarshal([]byte(raw), &in); err != nil {
+		return nil, `tool input is not {"args":[strings...]}: ` + bound(err.Error(), 200)
+	}
+	if in.Args == nil {
+		return nil, `tool input has no "args" array`
+	}
+	if *in.Args == nil {
+		return []string{}, ""
+	}
+	return *in.Args, ""
+}
+
+// encodeArgs renders an argv as a tool input object.
+func encodeArgs(args []string) json.RawMessage {
+	if args == nil {
+		args = []string{}
+	}
+	b, _ := json.Marshal(toolInput{Args: args}) // cannot fail: strings only
+	return b
+}
+
+// bound cuts s to at most n bytes on a rune boundary.
+func bound(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
