@@ -101,7 +101,9 @@ func (lr *LineReader) Next() ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
-		if len(line)+len(chunk) > MaxLine+1 {
+		// The newline is not part of the line: without one (EOF or a full
+		// buffer) MaxLine+1 bytes are already too many.
+		if n := len(line) + len(chunk); n > MaxLine+1 || n == MaxLine+1 && err != nil {
 			return nil, fmt.Errorf("line exceeds %d bytes: %w", MaxLine, ErrTooLarge)
 		}
 		line = append(line, chunk...)

@@ -126,9 +126,17 @@ func (a *Actor) onStarted(c actor.Context) {
 	a.log = a.cfg.Log.With("actor", "session", "agent", a.key.Agent, "scope", a.key.Scope, "session", a.key.Name)
 	a.dir = a.cfg.Layout.SessionDir(a.key.Agent, a.key.Scope, a.key.Name)
 	a.reqs = map[string]*reqInfo{}
-	self, root, dir := c.Self(), c.ActorSystem().Root, a.dir
+	self, root, dir, name, log := c.Self(), c.ActorSystem().Root, a.dir, a.key.Name, a.log
 	go func() {
 		l, recs, err := store.Open(dir)
+		if err == nil {
+			// spec: L4 — interrupted runs are concluded before the first
+			// request is served, so a resume never streams a history whose
+			// open run has no done.
+			if recs, err = concludeInterrupted(l, recs, name, log); err != nil {
+				l.Close()
+			}
+		}
 		root.Send(self, &opened{log: l, recs: recs, err: err})
 	}()
 }
@@ -144,6 +152,19 @@ func (a *Actor) onOpened(c actor.Context, m *opened) {
 		a.flushed = make(chan struct{})
 		go writer(m.log, a.in, a.flushed, c.ActorSystem().Root, c.Self())
 		a.recover()
+		// Clients that followed a run of a crashed incarnation get its
+		// host-written conclusion (the log now ends it).
+		for run, subs := range a.keep.subs {
+			if ri := a.reqsByRun(run); ri != nil && ri.done {
+				lines := a.runLines(run)
+				if n := len(lines); n >= 2 {
+					for _, s := range subs {
+						s.conn.SendBatch(lines[n-2:], s.replay)
+					}
+				}
+				delete(a.keep.subs, run)
+			}
+		}
 	}
 	stash := a.stash
 	a.stash = nil
@@ -182,14 +203,21 @@ func writer(l *store.Log, in <-chan ipc.Frame, flushed chan<- struct{}, root *ac
 	}
 }
 
-// recover rebuilds the index from the log and concludes every run the log
-// shows without done (a crash or SIGKILL): host-written error + done (L4).
+// recover rebuilds the request-id index from the log.
 func (a *Actor) recover() {
+	for i := range a.recs {
+		a.index(&a.recs[i].Frame)
+	}
+}
+
+// concludeInterrupted appends a host error + done for every run the log
+// shows without done (a crash or SIGKILL) and returns the records with them.
+// It runs on the opening goroutine, which owns l until opened is sent (L4).
+func concludeInterrupted(l *store.Log, recs []store.Record, session string, log *slog.Logger) ([]store.Record, error) {
 	open := map[string]string{} // run -> request id
 	var order []string
-	for i := range a.recs {
-		f := &a.recs[i].Frame
-		a.index(f)
+	for i := range recs {
+		f := &recs[i].Frame
 		if f.Run == "" {
 			continue
 		}
@@ -204,12 +232,32 @@ func (a *Actor) recover() {
 		}
 	}
 	for _, r := range order {
-		if id, ok := open[r]; ok {
-			a.log.Warn("concluding a run interrupted by a daemon crash", "run", r)
-			a.append(ipc.Frame{Type: ipc.TypeError, Run: r, Code: ipc.CodeInterrupted, Message: "the daemon stopped while this run was active; it was not resumed"})
-			a.append(ipc.Frame{Type: ipc.TypeDone, Run: r, ID: id, Status: "error"})
+		id, ok := open[r]
+		if !ok {
+			continue
+		}
+		log.Warn("concluding a run interrupted by a daemon crash", "run", r)
+		for _, f := range []ipc.Frame{
+			{Type: ipc.TypeError, Session: session, Run: r, Code: ipc.CodeInterrupted, Message: "the daemon stopped while this run was active; it was not resumed"},
+			{Type: ipc.TypeDone, Session: session, Run: r, ID: id, Status: "error"},
+		} {
+			rec, err := l.Append(f)
+			if err != nil {
+				return nil, err
+			}
+			recs = append(recs, rec)
 		}
 	}
+	return recs, nil
+}
+
+func (a *Actor) reqsByRun(run string) *reqInfo {
+	for _, ri := range a.reqs {
+		if ri.run == run {
+			return ri
+		}
+	}
+	return nil
 }
 
 func (a *Actor) index(f *ipc.Frame) {

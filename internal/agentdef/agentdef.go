@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/cortexfs/ctx/internal/layout"
@@ -219,7 +220,12 @@ func Load(l layout.Layout, name string) (*Def, error) {
 }
 
 func readControl(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|0x20000 /* O_NOFOLLOW */, 0)
+	// O_NOFOLLOW: a symlink is refused, never followed; O_NONBLOCK: a FIFO
+	// cannot block the open (it is then refused as not a regular file).
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s: a symlink (control files are never followed): %w", path, ErrInvalid)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,9 @@ func List(l layout.Layout) ([]string, error) {
 
 // Get returns a control file's raw bytes.
 func Get(l layout.Layout, name, control string) ([]byte, error) {
+	if err := layout.CheckName("agent", name); err != nil {
+		return nil, err
+	}
 	if err := checkControlName(control); err != nil {
 		return nil, err
 	}
@@ -167,6 +170,9 @@ type Validator func(control string, value []byte) error
 // content as written by the user: a missing trailing LF is added; for tools
 // and groups a comma-separated list becomes one name per line.
 func Set(l layout.Layout, name, control, value string, extra Validator) error {
+	if err := layout.CheckName("agent", name); err != nil {
+		return err
+	}
 	if err := checkControlName(control); err != nil {
 		return err
 	}

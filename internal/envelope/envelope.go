@@ -66,7 +66,7 @@ func (e *Envelope) check() error {
 	if e.Schema != Schema {
 		return bad("schema %q", e.Schema)
 	}
-	if e.Run == "" || e.Step < 0 {
+	if e.Run == "" || e.Step < 0 || !utf8.ValidString(e.Run) {
 		return bad("run %q step %d", e.Run, e.Step)
 	}
 	for name, s := range map[string]string{"input": e.Input, "history_messages": e.HistoryMessages, "tool_context": e.ToolContext} {
@@ -88,7 +88,8 @@ func (e *Envelope) check() error {
 		if len(o.Content) > MaxContent || !utf8.ValidString(o.Content) {
 			return bad("observation.content must be valid UTF-8 of at most %d bytes", MaxContent)
 		}
-		if o.ToolCallID == "" || o.Name == "" || o.Status == "" {
+		if o.ToolCallID == "" || o.Name == "" || o.Status == "" ||
+			!utf8.ValidString(o.ToolCallID) || !utf8.ValidString(o.Name) || !utf8.ValidString(o.Status) {
 			return bad("observation needs tool_call_id, name and status")
 		}
 	}
@@ -112,9 +113,9 @@ func Decode(b []byte, wantRun string, wantStep int) (*Envelope, error) {
 	if !utf8.Valid(body) {
 		return bad("not valid UTF-8")
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return bad("not a JSON object: %v", err)
+	raw, err := objectKeys(body)
+	if err != nil {
+		return bad("not one JSON object of distinct keys: %v", err)
 	}
 	want := []string{"schema", "run", "step", "input", "history_messages", "tool_context", "observation"}
 	if len(raw) != len(want) {
@@ -135,8 +136,8 @@ func Decode(b []byte, wantRun string, wantStep int) (*Envelope, error) {
 		return bad("trailing data")
 	}
 	if string(raw["observation"]) != "null" {
-		var o map[string]json.RawMessage
-		if err := json.Unmarshal(raw["observation"], &o); err != nil || len(o) != 5 {
+		o, err := objectKeys(raw["observation"])
+		if err != nil || !hasExactly(o, "tool_call_id", "name", "status", "content", "truncated") {
 			return bad("observation must have exactly tool_call_id, name, status, content, truncated")
 		}
 	}

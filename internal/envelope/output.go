@@ -37,11 +37,19 @@ func ParseLine(b []byte) (*Line, error) {
 	if !utf8.Valid(b) {
 		return bad("line is not valid UTF-8")
 	}
+	m, err := objectKeys(b)
+	if err != nil {
+		return bad("not one JSON object of distinct keys: %v: %.200q", err, b)
+	}
 	var head struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return bad("not a JSON object: %.200q", b)
+	if err := json.Unmarshal(m["type"], &head.Type); m["type"] == nil || err != nil {
+		head.Type = ""
+	}
+	if (head.Type == "delta" && !hasExactly(m, "type", "text")) ||
+		(head.Type == "tool_call" && !hasExactly(m, "type", "id", "name", "args")) {
+		return bad("%s must have exactly its documented keys", head.Type)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -50,6 +50,7 @@ type Log struct {
 	events   *os.File
 	messages *os.File
 	seq      int64
+	failed   error // a failed write: every later append is refused
 	// NoSync turns off fsync (benchmarks only).
 	NoSync bool
 }
@@ -172,28 +173,33 @@ func (l *Log) Append(f ipc.Frame) (Record, error) {
 // that arrive together, such as an assistant conclusion and its done, share
 // one fsync). The records are committed when it returns.
 func (l *Log) AppendBatch(fs []ipc.Frame) ([]Record, error) {
+	if l.failed != nil {
+		return nil, l.failed
+	}
 	recs := make([]Record, 0, len(fs))
 	sync := false
-	seq := l.seq
 	for _, f := range fs {
-		seq++
-		f.Seq = seq
+		f.Seq = l.seq + 1
 		if f.TS == "" {
 			f.TS = ipc.Now()
 		}
 		line := f.Line()
 		if _, err := l.events.Write(line); err != nil {
-			return nil, fmt.Errorf("session append: %w", err)
+			// What was written may be partial: the log refuses every later
+			// append (the next Open repairs a torn line) so no seq is reused.
+			l.failed = fmt.Errorf("session append: %w", err)
+			return nil, l.failed
 		}
+		l.seq = f.Seq
 		sync = sync || IsCommitPoint(f.Type)
 		recs = append(recs, Record{Frame: f, Line: line})
 	}
 	if sync && !l.NoSync {
 		if err := l.events.Sync(); err != nil {
-			return nil, fmt.Errorf("session append: fsync: %w", err)
+			l.failed = fmt.Errorf("session append: fsync: %w", err)
+			return nil, l.failed
 		}
 	}
-	l.seq = seq
 	for i := range recs {
 		if m := messageOf(&recs[i].Frame); m != nil {
 			// messages.jsonl is derived; a failed write is repaired on next open.
