@@ -1,8 +1,10 @@
 package prompt
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
@@ -30,10 +32,19 @@ func WriteSnapshots(sessionDir string, rules string, skills []Skill) (err error)
 	if sessionDir == "" {
 		return errors.New("prompt: snapshots: no session directory")
 	}
-	e1 := atomicfile.WriteFile(filepath.Join(sessionDir, RulesSnapshot), []byte(rules), 0o600)
-	e2 := atomicfile.WriteFile(filepath.Join(sessionDir, SkillsSnapshot), []byte(RenderSkills(skills)), 0o600)
+	e1 := writeIfChanged(filepath.Join(sessionDir, RulesSnapshot), []byte(rules))
+	e2 := writeIfChanged(filepath.Join(sessionDir, SkillsSnapshot), []byte(RenderSkills(skills)))
 	if err := errors.Join(e1, e2); err != nil {
 		return fmt.Errorf("prompt: snapshots: %w", err)
 	}
 	return nil
+}
+
+// writeIfChanged replaces path atomically unless it already holds data: the
+// snapshots rarely change between runs, and each replacement costs two fsyncs.
+func writeIfChanged(path string, data []byte) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	return atomicfile.WriteFile(path, data, 0o600)
 }
