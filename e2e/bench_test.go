@@ -75,3 +75,48 @@ func BenchmarkSendVsDirect(b *testing.B) {
 	b.ReportMetric(float64(socket)/float64(direct), "socket/direct")
 	b.ReportMetric(float64(cli)/float64(direct), "cli/direct")
 }
+
+// BenchmarkToolCallVsBwrap measures, interleaved in one run, one sandboxed
+// tool call through the runtime (the tsh op over the socket: authority
+// checks, launch-root registration, bwrap, tsh, the tool, durable frames)
+// against a bare `bwrap --unshare-all … true` and a direct exec of the same
+// tool. The ratios are the tool path's cost.
+func BenchmarkToolCallVsBwrap(b *testing.B) {
+	t := &testing.T{}
+	w := newWorld(t)
+	w.t = t
+	w.start()
+	defer w.stopQuiet()
+	w.tool("clock", "#!/bin/sh\necho tick\n")
+	w.mustCtx("agent", "create", "tb", "--exec", binDir+"/testagent")
+	c := w.dial("tb")
+	var tool, bare, direct time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		c.send(map[string]any{"op": "tsh", "id": "b" + strconv.Itoa(i), "session": "bench", "args": []string{"call", "clock"}})
+		got := c.until("done", 10*time.Second)
+		if got[len(got)-1].Status != "ok" {
+			b.Fatal(types(got))
+		}
+		tool += time.Since(t0)
+
+		t0 = time.Now()
+		if out, err := exec.Command("/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
+			b.Fatalf("%v %s", err, out)
+		}
+		bare += time.Since(t0)
+
+		t0 = time.Now()
+		if out, err := exec.Command(w.root + "/tool/clock").CombinedOutput(); err != nil {
+			b.Fatalf("%v %s", err, out)
+		}
+		direct += time.Since(t0)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tool.Microseconds())/n/1000, "toolcall-ms")
+	b.ReportMetric(float64(bare.Microseconds())/n/1000, "bwrap-true-ms")
+	b.ReportMetric(float64(direct.Microseconds())/n/1000, "direct-ms")
+	b.ReportMetric(float64(tool)/float64(bare), "toolcall/bwrap")
+	b.ReportMetric(float64(tool)/float64(direct), "toolcall/direct")
+}

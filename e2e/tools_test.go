@@ -301,3 +301,24 @@ func TestTshOp(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxUnavailableFailsClosed: when bwrap cannot create namespaces
+// (here: a configured bwrap that answers with bwrap's real error text for
+// Ubuntu's AppArmor restriction), tool calls and agent runs fail closed with
+// an error naming the fix — never an unsandboxed fallback.
+func TestSandboxUnavailableFailsClosed(t *testing.T) {
+	w := newWorld(t)
+	fake := filepath.Join(t.TempDir(), "bwrap")
+	os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"), 0o755)
+	w.start("CTX_BWRAP=" + fake)
+	w.tool("clock", markTool)
+	w.agent("nb", nil)
+	r := w.ctx("", "", "agent", "tsh", "nb", "--json", "--", "call", "clock")
+	if r.code != 1 || !strings.Contains(r.stdout, `"layer":"sandbox"`) || !strings.Contains(r.stdout, "apparmor_restrict_unprivileged_userns") {
+		t.Errorf("tool call: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = w.ctx("", "", "agent", "send", "nb", "echo", "hi")
+	if r.code != 1 || !strings.Contains(r.stderr, "sandbox_unavailable") || !strings.Contains(r.stderr, "apparmor") {
+		t.Errorf("agent run: %d %q", r.code, r.stderr)
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cortexfs/ctx/actors/session"
 	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/store"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -74,6 +75,14 @@ func (a *Actor) onStarted(c actor.Context) {
 	}
 	l := a.cfg.Layout
 	ln, err := ipc.Listen(l.RuntimeAgentSocket(a.name))
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		// One /etc mount per sandbox instead of one per file (cheap when fresh).
+		if err := sandbox.EnsureEtc(l); err != nil {
+			a.log.Warn("no /etc snapshot; sandboxes bind /etc file by file", "err", err)
+		}
+	}()
 	if err != nil {
 		c.Send(c.Self(), &listenFailed{err: err})
 		return

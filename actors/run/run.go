@@ -58,14 +58,15 @@ type Actor struct {
 
 	model *model // a model-backed run's conversation
 
-	gen      int        // current step generation
-	p        *proc.Proc // live agent process, if any
-	procs    []*proc.Proc
-	deltas   strings.Builder
-	call     *envelope.Line // the step's tool call
-	invalid  bool           // the step broke X9; its remaining output is ignored
-	toolPID  *actor.PID
-	toolCall *envelope.Line
+	gen       int        // current step generation
+	p         *proc.Proc // live agent process, if any
+	procs     []*proc.Proc
+	deltas    strings.Builder
+	call      *envelope.Line // the step's tool call
+	invalid   bool           // the step broke X9; its remaining output is ignored
+	stepBytes int            // stdout bytes of the current step
+	toolPID   *actor.PID
+	toolCall  *envelope.Line
 
 	concluded bool // conclusion + done emitted: nothing more is recorded (X12)
 	finishing bool // Concluded received: ending processes
@@ -250,6 +251,7 @@ func (a *Actor) onStepReady(c actor.Context, m *stepReady) {
 	a.p = p
 	a.procs = append(a.procs, p)
 	a.deltas.Reset()
+	a.stepBytes = 0
 	a.call = nil
 	a.invalid = false
 	a.cfg.Procs.Add(1)
@@ -318,6 +320,7 @@ func (a *Actor) onAgentLine(c actor.Context, m *agentLine) {
 		a.invalidOutput(c, m.err.Error())
 		return
 	}
+	a.stepBytes += len(m.line)
 	if len(bytes.TrimSpace(m.line)) == 0 {
 		return // blank lines carry nothing
 	}
@@ -365,6 +368,11 @@ func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
 		return
 	}
 	if a.cancelled { // spec: X6 — and after every process
+		return
+	}
+	if serr := proc.SandboxFailure(m.code, a.stepBytes, m.stderr); serr != nil && a.call == nil {
+		// bwrap could not build the sandbox: fail closed and name the fix.
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeSandboxUnavailable, Message: serr.Error()}, "error")
 		return
 	}
 	if a.call == nil {

@@ -62,23 +62,24 @@ func check(cfg *config.Config, call Call) (*prepared, *Result) {
 			return deny(toolpath.LayerPath, "tsh is not installed in "+cfg.Layout.BinDir())
 		}
 	}
-	var tool *toolpath.Tool
-	if target != "" {
-		t, res := authorize(cfg, call, target)
-		if res != nil {
-			return nil, res
-		}
-		if call.Name == "tsh" {
-			t.Close() // tsh re-resolves and re-checks inside the sandbox
-		} else {
-			tool = t
-		}
-	}
-	if call.Name == "tsh" {
+	if target == "" {
+		// tsh's own commands (list, load, pin, context, which …): run tsh.
 		return &prepared{argv: append([]string{layout.SandboxRoot + "/bin/tsh"}, call.Args...)}, nil
 	}
+	tool, res := authorize(cfg, call, target)
+	if res != nil {
+		return nil, res
+	}
+	args := call.Args
+	if call.Name == "tsh" {
+		// `tsh call X ARGS…`: the host has resolved and checked X exactly as
+		// tsh would (CTX_PATH, nofollow, regular, noexec, mode, policy), so
+		// it runs the checked file itself, with tsh's argv and environment,
+		// and saves starting tsh. What runs is still the file that was checked.
+		args = call.Args[2:]
+	}
 	sandboxDir := sandboxDirOf(cfg, def.CTXPath, tool.Dir)
-	return &prepared{argv: append([]string{sandboxDir + "/" + call.Name}, call.Args...), tool: tool}, nil
+	return &prepared{argv: append([]string{sandboxDir + "/" + target}, args...), tool: tool}, nil
 }
 
 // authorize resolves target through the agent's CTX_PATH (mapped to host
