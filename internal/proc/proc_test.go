@@ -1,0 +1,93 @@
+package proc
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/bwrap"
+)
+
+// TestTerminateKillsTrappingSandbox: SIGTERM is ignored by the program and
+// its setsid grandchild; after the grace period the PID namespace is killed
+// and nothing remains. spec: X12
+func TestTerminateKillsTrappingSandbox(t *testing.T) {
+	if _, err := os.Stat(bwrap.DefaultPath); err != nil {
+		t.Skip("bwrap not installed")
+	}
+	marker := "proc-test-" + time.Now().Format("150405.000000")
+	script := "trap '' TERM; setsid sh -c 'trap \"\" TERM; exec sleep 1000 " + marker + "' & echo started; exec sleep 1001"
+	p, err := Start(Options{Bwrap: bwrap.DefaultPath, Spec: bwrap.Spec{System: true, Argv: []string{"/bin/sh", "-c", script}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if n, _ := io.ReadAtLeast(p.Stdout, buf, 7); !strings.HasPrefix(string(buf[:n]), "started") {
+		t.Fatalf("got %q", buf[:n])
+	}
+	waited := make(chan error, 1)
+	go func() { io.Copy(io.Discard, p.Stdout); waited <- p.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+	before := Descendants(p.Pid())
+	if len(before) < 3 {
+		t.Fatalf("descendants %v", before)
+	}
+	t0 := time.Now()
+	p.Terminate(context.Background(), 300*time.Millisecond)
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sandbox survived Terminate")
+	}
+	if time.Since(t0) < 250*time.Millisecond {
+		t.Error("killed before the grace period although SIGTERM was ignored")
+	}
+	alive := func() []int {
+		var out []int
+		for _, pid := range before {
+			if syscall.Kill(pid, 0) == nil {
+				if b, _ := os.ReadFile("/proc/" + itoa(pid) + "/stat"); !strings.Contains(string(b), ") Z ") {
+					out = append(out, pid)
+				}
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for len(alive()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // the kernel tears the namespace down asynchronously
+	}
+	if a := alive(); len(a) > 0 {
+		t.Errorf("still alive: %v", a)
+	}
+}
+
+func TestSandboxFailure(t *testing.T) {
+	if SandboxFailure(1, 0, []byte("bwrap: setting up uid map: Permission denied\n")) == nil {
+		t.Error("uid map failure not recognised")
+	}
+	if err := SandboxFailure(1, 0, []byte("bwrap: No permissions to create new namespace")); err == nil || !strings.Contains(err.Error(), "apparmor") {
+		t.Errorf("fix not named: %v", err)
+	}
+	if SandboxFailure(1, 5, []byte("bwrap: x")) != nil || SandboxFailure(2, 0, []byte("bwrap: x")) != nil || SandboxFailure(1, 0, []byte("tool failed")) != nil {
+		t.Error("a tool's own failure taken for bwrap's")
+	}
+}
+
+func itoa(i int) string { return fmtInt(i) }
+
+func fmtInt(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for i > 0 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+		i /= 10
+	}
+	return string(b)
+}
