@@ -5,6 +5,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,9 +23,9 @@ import (
 
 	"github.com/cortexfs/ctx/ctlsock"
 	"github.com/cortexfs/ctx/internal/atomicfile"
-	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -72,6 +73,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("daemon: launch roots: %w", err)
 	}
 	cfg.Roots = roots
+	launcher, err := SelectLauncher(ctx, roots, cfg.Log.With("component", "launcher"))
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
 	ledger, err := ctlsock.OpenLedger(ctlsock.LedgerPath(l))
 	if err != nil {
 		return fmt.Errorf("daemon: control ledger: %w", err)
@@ -102,7 +107,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return cfg.Log.With("lib", "protoactor")
 	}), actor.WithDeveloperSupervisionLogging(os.Getenv("CTX_DEBUG") == "1"))
-	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{cfg: cfg} },
+	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{cfg: cfg, launcher: launcher} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.RestartDirective })))
 	root, err := system.Root.SpawnNamed(rootProps, "supervisor")
 	if err != nil {
@@ -113,9 +118,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		serveSystem(cfg, ln)
+		serveSystem(cfg, ln, func(req *TerminalRequest) *TerminalReply {
+			return serveTerminal(system, root, l, launcher.Name(), req)
+		})
 	}()
-	cfg.Log.Info("daemon ready", "root", l.Root, "runtime", l.Runtime, "bwrap", bw, "pid", os.Getpid())
+	cfg.Log.Info("daemon ready", "root", l.Root, "runtime", l.Runtime, "bwrap", bw, "launcher", launcher.Name(), "pid", os.Getpid())
 	<-ctx.Done()
 	cfg.Log.Info("daemon shutting down")
 	ln.Close()
@@ -156,8 +163,9 @@ func lockDaemon(dir string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// serveSystem serves the system socket: ping (readiness). A4: the owner or uid 0.
-func serveSystem(cfg *config.Config, ln *net.UnixListener) {
+// serveSystem serves the system socket: ping (readiness) and the terminal
+// ops (terminals.go), answered by term. A4: the owner or uid 0.
+func serveSystem(cfg *config.Config, ln *net.UnixListener, term func(*TerminalRequest) *TerminalReply) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var mu sync.Mutex
@@ -200,6 +208,20 @@ func serveSystem(cfg *config.Config, ln *net.UnixListener) {
 					}
 					return
 				}
+				if treq, ok, err := parseTerminalRequest(line); ok {
+					reply := &TerminalReply{Type: ipc.TypeError, Code: ipc.Code(err)}
+					if err != nil {
+						reply.Message = err.Error()
+					} else {
+						reply = term(treq)
+					}
+					b, _ := json.Marshal(reply)
+					c.SetWriteDeadline(time.Now().Add(ipc.WriteTimeout))
+					if _, err := c.Write(append(b, '\n')); err != nil {
+						return
+					}
+					continue
+				}
 				req, err := ipc.ParseRequest(line)
 				var f *ipc.Frame
 				switch {
@@ -208,7 +230,7 @@ func serveSystem(cfg *config.Config, ln *net.UnixListener) {
 				case req.Op == ipc.OpPing:
 					f = &ipc.Frame{Type: ipc.TypePong, Version: config.Version}
 				default:
-					f = &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeBadRequest, Message: "the system socket serves ping; send " + req.Op + " to the agent socket"}
+					f = &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeBadRequest, Message: "the system socket serves ping and terminal.start|stop|status; send " + req.Op + " to the agent socket"}
 				}
 				c.SetWriteDeadline(time.Now().Add(ipc.WriteTimeout))
 				if _, err := c.Write(f.Line()); err != nil {

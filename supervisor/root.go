@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/cortexfs/ctx/actors/agent"
+	"github.com/cortexfs/ctx/actors/terminal"
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/config"
 )
@@ -16,13 +17,16 @@ import (
 // (interfaces.md: served within one second).
 const ScanInterval = 400 * time.Millisecond
 
-// rootActor supervises one agent actor per definition.
+// rootActor supervises one agent actor per definition and one terminal
+// actor per terminal resource in use (terminals.go).
 type rootActor struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	agents map[string]*actor.PID
-	stop   chan struct{}
-	done   chan struct{}
+	cfg      *config.Config
+	launcher terminal.Launcher
+	log      *slog.Logger
+	agents   map[string]*actor.PID
+	terms    map[termKey]*actor.PID
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 func (r *rootActor) Receive(c actor.Context) {
@@ -31,12 +35,17 @@ func (r *rootActor) Receive(c actor.Context) {
 		r.onStarted(c)
 	case *definitions:
 		r.onDefinitions(c, m)
+	case *terminalOp:
+		r.onTerminalOp(c, m)
+	case *terminalReceipts:
+		r.onTerminalReceipts(c, m)
 	case *actor.Terminated:
 		for n, pid := range r.agents {
 			if pid.Equal(m.Who) {
 				delete(r.agents, n)
 			}
 		}
+		r.onTerminalGone(m.Who)
 	case *actor.Stopping:
 		close(r.stop)
 		<-r.done
@@ -50,6 +59,7 @@ func (r *rootActor) onStarted(c actor.Context) {
 	r.log = r.cfg.Log.With("actor", "supervisor")
 	r.agents = map[string]*actor.PID{}
 	r.stop, r.done = make(chan struct{}), make(chan struct{})
+	r.startTerminals(c)
 	self, root, l := c.Self(), c.ActorSystem().Root, r.cfg.Layout
 	go func() {
 		defer close(r.done)

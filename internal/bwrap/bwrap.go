@@ -61,6 +61,10 @@ type Spec struct {
 	// System binds the host's /usr (and the /bin, /lib*, /sbin links or
 	// dirs) and a minimal /etc read-only, so ordinary programs run.
 	System bool
+	// Etc, when set with System, is a host directory holding a snapshot of
+	// the minimal /etc (see sandbox.EnsureEtc), bound read-only at /etc in
+	// one mount instead of one mount per file (each costs ~0.15 ms).
+	Etc string
 	// Mounts in order; later mounts stack over earlier ones (a read-only
 	// .git over a writable workspace).
 	Mounts []Mount
@@ -90,6 +94,10 @@ type Spec struct {
 	InfoFD, BlockFD int
 	// Argv is the program and its arguments, as seen inside the sandbox.
 	Argv []string
+	// OutliveParent drops --die-with-parent: for a sandbox that must
+	// survive its starter (the built-in launcher's terminal, re-adopted by
+	// the next daemon from its launch receipt). The zero value keeps it.
+	OutliveParent bool
 }
 
 // systemEtc is the part of /etc an ordinary program needs: the loader cache,
@@ -102,18 +110,24 @@ var systemEtc = []string{
 	"/etc/bash.bashrc", "/etc/profile", "/etc/inputrc", "/etc/os-release", "/etc/mime.types",
 }
 
+// SystemEtc lists the /etc entries a sandbox sees.
+func SystemEtc() []string { return append([]string(nil), systemEtc...) }
+
 // Args returns bwrap's argv (without the bwrap path itself).
 func (s Spec) Args() ([]string, error) {
 	if len(s.Argv) == 0 {
 		return nil, errors.New("bwrap: empty argv")
 	}
-	a := []string{
-		"--die-with-parent", // the sandbox dies with its supervisor
-		"--new-session",     // no TIOCSTI into a controlling terminal (B4)
-		"--unshare-pid",     // its own PID namespace: a group kill misses no setsid grandchild
+	var a []string
+	if !s.OutliveParent {
+		a = append(a, "--die-with-parent") // the sandbox dies with its supervisor
+	}
+	a = append(a,
+		"--new-session", // no TIOCSTI into a controlling terminal (B4)
+		"--unshare-pid", // its own PID namespace: a group kill misses no setsid grandchild
 		"--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--cap-drop", "ALL", // as root, --new-session alone still lets TIOCSTI through
-	}
+	)
 	if !s.Network {
 		a = append(a, "--unshare-net")
 	}
@@ -125,8 +139,12 @@ func (s Spec) Args() ([]string, error) {
 		for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 			a = append(a, systemDir(d)...)
 		}
-		for _, e := range systemEtc {
-			a = append(a, "--ro-bind-try", e, e)
+		if s.Etc != "" {
+			a = append(a, "--ro-bind", s.Etc, "/etc")
+		} else {
+			for _, e := range systemEtc {
+				a = append(a, "--ro-bind-try", e, e)
+			}
 		}
 	}
 	for _, d := range s.Dirs {

@@ -100,3 +100,20 @@ func TestSystemSandboxRuns(t *testing.T) {
 		t.Fatalf("env inside: %q", out)
 	}
 }
+
+// A terminal started by the built-in launcher must outlive the daemon that
+// started it; everything else stays strict. spec: T1
+func TestArgsOutliveParent(t *testing.T) {
+	a, err := Spec{OutliveParent: true, Argv: []string{"/bin/true"}}.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(a, "--die-with-parent") {
+		t.Errorf("--die-with-parent with OutliveParent: %v", a)
+	}
+	for _, want := range []string{"--new-session", "--unshare-pid", "--unshare-net", "--clearenv"} {
+		if !slices.Contains(a, want) {
+			t.Errorf("missing %s in %v", want, a)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/bwrap"
@@ -99,6 +100,7 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	_ = os.MkdirAll(home, 0o700)
 	s := bwrap.Spec{
 		System: true,
+		Etc:    etcSnapshot(l),
 		Dirs:   []string{layout.SandboxRoot, layout.SandboxHome},
 		Mounts: []bwrap.Mount{
 			{Src: l.BinDir(), Dst: layout.SandboxRoot + "/bin", Try: true},
@@ -115,9 +117,14 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	}
 	if v.Workspace != "" {
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: v.Workspace, Dst: layout.SandboxWorkspace, Write: true})
-		if _, err := os.Lstat(filepath.Join(v.Workspace, ".git")); err == nil {
+		if st, err := os.Lstat(filepath.Join(v.Workspace, ".git")); err == nil {
 			// spec: B1 — .git is re-mounted read-only inside the writable workspace.
 			s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(v.Workspace, ".git"), Dst: layout.SandboxWorkspace + "/.git"})
+			if st.Mode().IsRegular() {
+				// spec: D8 — a worktree's .git is a file naming its gitdir
+				// (and that gitdir's commondir): both read-only as well.
+				s.Mounts = append(s.Mounts, worktreeGitDirs(v.Workspace)...)
+			}
 		}
 	}
 	for _, m := range v.Def.Mounts {
@@ -149,6 +156,14 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	return s
 }
 
+// etcSnapshot returns the /etc snapshot's current generation, or "".
+func etcSnapshot(l layout.Layout) string {
+	if t, err := os.Readlink(EtcDir(l)); err == nil {
+		return filepath.Join(l.Runtime, t)
+	}
+	return ""
+}
+
 // SessionPath is the session directory as the sandbox sees it (the path
 // tsh derives from CTX_AGENT_SUBJECT).
 func (v View) SessionPath() string {
@@ -162,3 +177,40 @@ func (v View) Identity() launchroot.Identity {
 
 // AgentPath is where the agent object appears inside the view.
 func (v View) AgentPath() string { return layout.SandboxRoot + "/agent/" + v.Def.Name }
+
+// worktreeGitDirs binds read-only the git directories a worktree's ".git"
+// file points to ("gitdir: DIR", then DIR/commondir), each at the path the
+// sandbox resolves it to: its own host path, or under /workspace when it
+// lies inside the workspace (which is bound writable).
+func worktreeGitDirs(workspace string) []bwrap.Mount {
+	b, err := os.ReadFile(filepath.Join(workspace, ".git"))
+	if err != nil {
+		return nil
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	dir, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+	if !ok {
+		return nil
+	}
+	dir = strings.TrimSpace(dir)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(workspace, dir)
+	}
+	dirs := []string{filepath.Clean(dir)}
+	if c, err := os.ReadFile(filepath.Join(dir, "commondir")); err == nil {
+		common := strings.TrimSpace(string(c))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(dir, common)
+		}
+		dirs = append(dirs, filepath.Clean(common))
+	}
+	var out []bwrap.Mount
+	for _, d := range dirs {
+		dst := d
+		if rel, err := filepath.Rel(workspace, d); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			dst = filepath.Join(layout.SandboxWorkspace, rel)
+		}
+		out = append(out, bwrap.Mount{Src: d, Dst: dst, Try: true})
+	}
+	return out
+}

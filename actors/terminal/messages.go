@@ -1,0 +1,60 @@
+package terminal
+
+// Start asks for the terminal of the actor's (agent, session) to be running
+// with Workspace (an absolute host directory) bound at /workspace.
+// Answered with *StartResponse.
+type Start struct{ Workspace string }
+
+// StartResponse: the terminal's status once it runs; Already when a live
+// terminal was found (its workspace is the one it was started with).
+type StartResponse struct {
+	Status  Status
+	Already bool
+	Err     error
+}
+
+// Stop asks for the live terminal to be stopped. Answered with
+// *StopResponse once the process has ended and the cleanup receipt is written.
+type Stop struct{}
+
+// StopResponse carries the cleanup receipt.
+type StopResponse struct {
+	Cleanup Receipt
+	Err     error
+}
+
+// StatusRequest asks for the status; answered with *StatusResponse.
+type StatusRequest struct{}
+
+// StatusResponse is the resource's status.
+type StatusResponse struct {
+	Status Status
+	Err    error
+}
+
+// adopted: the launch receipt found at start was checked (err wraps ErrGone
+// when its process is gone).
+type adopted struct {
+	rec Receipt
+	err error
+}
+
+// launched: a start finished (the launch receipt and agent.start event are
+// written when err is nil).
+type launched struct {
+	rec Receipt
+	err error
+}
+
+// ended: the process of rec is gone.
+type ended struct {
+	rec  Receipt
+	exit Exit
+	gone bool // found gone at adoption
+}
+
+// finished: the cleanup of an ended generation is recorded.
+type finished struct{ cleanup Receipt }
+
+// stopFailed: the launcher could not request the stop.
+type stopFailed struct{ err error }

@@ -1,0 +1,424 @@
+// Package terminal is the actor of one terminal resource (runtime.md T1–T5,
+// L2, L3, L5): it starts the agent's persistent terminal through a Launcher
+// (bwrap → ctxterm → tsh), writes the launch and cleanup receipts and the
+// daemon's events, watches the process, stops it on request, and re-adopts
+// it from its receipt after a daemon restart. The terminal outlives the
+// actor: stopping the actor (daemon shutdown) leaves the process running.
+package terminal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/launchroot"
+	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/termres"
+)
+
+// ErrBusy: a start, stop or adoption of this terminal is in progress.
+var ErrBusy = errors.New("terminal busy: a start or stop is in progress")
+
+// ErrBadWorkspace: the workspace is not an absolute existing directory.
+var ErrBadWorkspace = errors.New("bad workspace")
+
+// Actor is one terminal resource: (agent, private session).
+type Actor struct {
+	cfg      *config.Config
+	launcher Launcher
+	agent    string
+	session  string
+	log      *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	rec      *Receipt // the live generation's launch receipt
+	adopting bool
+	starting bool
+	stopping bool
+	starts   []pendingStart // answered when the start (or adoption) ends
+	stops    []*actor.PID   // answered when the process has ended
+}
+
+type pendingStart struct {
+	to  *actor.PID
+	msg *Start
+}
+
+// Receive only dispatches.
+func (a *Actor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.onStarted(c)
+	case *Start:
+		a.onStart(c, c.Sender(), m)
+	case *Stop:
+		a.onStop(c, c.Sender())
+	case *StatusRequest:
+		a.onStatus(c)
+	case *adopted:
+		a.onAdopted(c, m)
+	case *launched:
+		a.onLaunched(c, m)
+	case *ended:
+		a.onEnded(c, m)
+	case *finished:
+		a.onFinished(c, m)
+	case *stopFailed:
+		a.onStopFailed(c, m)
+	case *actor.Stopping:
+		a.onStopping()
+	case *actor.Stopped, *actor.Restarting:
+	default:
+		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+func (a *Actor) onStarted(c actor.Context) {
+	a.log = a.cfg.Log.With("actor", "terminal", "agent", a.agent, "session", a.session)
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	rec, err := ReadReceipt(LaunchReceiptPath(a.cfg.Layout, a.agent, a.session))
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			a.log.Warn("unreadable launch receipt; ignoring it", "err", err)
+		}
+		return
+	}
+	// A launch receipt from an earlier daemon (or actor): adopt its process.
+	a.adopting = true
+	a.goSend(c, func(ctx context.Context) any {
+		return &adopted{rec: rec, err: a.launcher.Adopt(ctx, rec)}
+	})
+}
+
+// goSend runs slow work off the actor; its result comes back as a message.
+// The goroutine touches no actor field.
+func (a *Actor) goSend(c actor.Context, work func(ctx context.Context) any) {
+	self, root, ctx := c.Self(), c.ActorSystem().Root, a.ctx
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if m := work(ctx); m != nil && ctx.Err() == nil {
+			root.Send(self, m)
+		}
+	}()
+}
+
+func (a *Actor) onAdopted(c actor.Context, m *adopted) {
+	a.adopting = false
+	if m.err != nil {
+		// The process ended while no daemon watched it.
+		a.log.Info("terminal from the launch receipt is gone", "pid", m.rec.PID, "generation", m.rec.Generation, "err", m.err)
+		a.rec = &m.rec
+		a.onEnded(c, &ended{rec: m.rec, gone: true, exit: Exit{Reason: "gone while no daemon watched it", At: time.Now()}})
+		return
+	}
+	a.log.Info("adopted terminal", "launcher", m.rec.Launcher, "unit", m.rec.Unit, "pid", m.rec.PID, "generation", m.rec.Generation)
+	a.rec = &m.rec
+	a.watch(c, m.rec)
+	a.replayStarts(c)
+}
+
+func (a *Actor) replayStarts(c actor.Context) {
+	starts := a.starts
+	a.starts = nil
+	for _, p := range starts {
+		a.onStart(c, p.to, p.msg)
+	}
+}
+
+func (a *Actor) onStart(c actor.Context, to *actor.PID, m *Start) {
+	if a.adopting || a.starting || (a.rec != nil && a.stopping) {
+		a.starts = append(a.starts, pendingStart{to: to, msg: m})
+		return
+	}
+	if a.rec != nil {
+		st, err := Describe(a.cfg.Layout, a.agent, a.session)
+		a.reply(c, to, &StartResponse{Status: st, Already: true, Err: err})
+		return
+	}
+	a.starting = true
+	a.starts = append(a.starts, pendingStart{to: to, msg: m})
+	cfg, launcher, agent, session := a.cfg, a.launcher, a.agent, a.session
+	a.goSend(c, func(ctx context.Context) any {
+		rec, err := launch(ctx, cfg, launcher, agent, session, m.Workspace)
+		return &launched{rec: rec, err: err}
+	})
+}
+
+func (a *Actor) onLaunched(c actor.Context, m *launched) {
+	a.starting = false
+	starts := a.starts
+	a.starts = nil
+	if m.err != nil {
+		a.log.Warn("terminal start failed", "err", m.err)
+		for _, p := range starts {
+			a.reply(c, p.to, &StartResponse{Err: m.err})
+		}
+		return
+	}
+	a.log.Info(EventAgentStart, "launcher", m.rec.Launcher, "unit", m.rec.Unit, "pid", m.rec.PID,
+		"generation", m.rec.Generation, "terminal", m.rec.Terminal, "socket", m.rec.Socket, "workspace", m.rec.Workspace)
+	a.rec = &m.rec
+	a.watch(c, m.rec)
+	st, err := Describe(a.cfg.Layout, a.agent, a.session)
+	for i, p := range starts {
+		a.reply(c, p.to, &StartResponse{Status: st, Already: i > 0, Err: err})
+	}
+}
+
+func (a *Actor) watch(c actor.Context, rec Receipt) {
+	launcher := a.launcher
+	a.goSend(c, func(ctx context.Context) any {
+		ex, err := launcher.Wait(ctx, rec)
+		if err != nil {
+			return nil // ctx ended: the actor is stopping; the process lives on
+		}
+		return &ended{rec: rec, exit: ex}
+	})
+}
+
+func (a *Actor) onStop(c actor.Context, to *actor.PID) {
+	if a.adopting || a.starting {
+		a.reply(c, to, &StopResponse{Err: ErrBusy})
+		return
+	}
+	if a.rec == nil {
+		a.reply(c, to, &StopResponse{Err: fmt.Errorf("terminal %s/%s: %w", a.agent, a.session, ErrNotRunning)})
+		return
+	}
+	a.stops = append(a.stops, to)
+	if a.stopping {
+		return
+	}
+	a.stopping = true
+	rec, launcher, grace := *a.rec, a.launcher, a.cfg.CancelGrace
+	a.goSend(c, func(ctx context.Context) any {
+		if err := launcher.Stop(ctx, rec, grace); err != nil {
+			return &stopFailed{err: err}
+		}
+		return nil // Wait reports the end
+	})
+}
+
+func (a *Actor) onStopFailed(c actor.Context, m *stopFailed) {
+	a.stopping = false
+	a.log.Warn("terminal stop failed", "err", m.err)
+	for _, to := range a.stops {
+		a.reply(c, to, &StopResponse{Err: m.err})
+	}
+	a.stops = nil
+	a.replayStarts(c)
+}
+
+func (a *Actor) onEnded(c actor.Context, m *ended) {
+	if a.rec == nil || a.rec.Generation != m.rec.Generation {
+		return
+	}
+	reason := "exited"
+	if a.stopping {
+		reason = "stop"
+	} else if m.gone {
+		reason = "gone"
+	}
+	l := a.cfg.Layout
+	rec, ex := m.rec, m.exit
+	a.goSend(c, func(ctx context.Context) any {
+		return &finished{cleanup: recordEnd(l, rec, reason, ex)}
+	})
+}
+
+func (a *Actor) onFinished(c actor.Context, m *finished) {
+	a.log.Info(EventAgentStop, "reason", m.cleanup.Reason, "launcher", m.cleanup.Launcher, "unit", m.cleanup.Unit,
+		"pid", m.cleanup.PID, "generation", m.cleanup.Generation, "status", statusText(m.cleanup.Status))
+	a.rec, a.stopping = nil, false
+	for _, to := range a.stops {
+		a.reply(c, to, &StopResponse{Cleanup: m.cleanup})
+	}
+	a.stops = nil
+	a.replayStarts(c)
+}
+
+func (a *Actor) onStatus(c actor.Context) {
+	st, err := Describe(a.cfg.Layout, a.agent, a.session)
+	c.Respond(&StatusResponse{Status: st, Err: err})
+}
+
+func (a *Actor) reply(c actor.Context, to *actor.PID, m any) {
+	if to != nil {
+		c.Send(to, m)
+	}
+}
+
+// onStopping: the daemon is shutting down (or the actor restarts). The
+// terminal keeps running; its receipt lets the next daemon adopt it.
+func (a *Actor) onStopping() {
+	a.cancel()
+	a.wg.Wait()
+}
+
+// launch prepares the terminal resource and starts the terminal: the id
+// (T5), the socket directory and ABI link (T3), the sandbox (B1–B4), then
+// the launcher; it writes the launch receipt (L2) and the agent.start event.
+func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, session, workspace string) (Receipt, error) {
+	l := cfg.Layout
+	if err := layout.CheckName("session", session); err != nil {
+		return Receipt{}, err
+	}
+	def, err := agentdef.Load(l, agent)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if !filepath.IsAbs(workspace) {
+		return Receipt{}, fmt.Errorf("workspace %q: not an absolute path: %w", workspace, ErrBadWorkspace)
+	}
+	if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
+		return Receipt{}, fmt.Errorf("workspace %q: not a directory: %w", workspace, ErrBadWorkspace)
+	}
+	dir := l.TerminalDir(agent, session)
+	_, idErr := termres.ID(dir)
+	id, err := termres.Ensure(dir) // spec: T5
+	if err != nil {
+		return Receipt{}, err
+	}
+	if errors.Is(idErr, os.ErrNotExist) {
+		if err := termres.Append(dir, termres.Event{Type: termres.Created, ID: id}); err != nil {
+			return Receipt{}, err
+		}
+	}
+	if err := touch(filepath.Join(dir, termres.EventsFile)); err != nil {
+		return Receipt{}, err
+	}
+	gen := readHistory(dir).lastGeneration + 1
+	if c, err := ReadReceipt(CleanupReceiptPath(l, agent, session)); err == nil && c.Generation >= gen {
+		gen = c.Generation + 1
+	}
+	sock := l.RuntimeTerminalSocket(agent, session)
+	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
+		return Receipt{}, fmt.Errorf("terminal socket dir: %w", err)
+	}
+	// spec: T3, L6 — the ABI path aliases the runtime socket.
+	abi := ABISocket(l, agent, session)
+	if fi, err := os.Lstat(abi); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		_ = os.Remove(abi)
+	}
+	if err := os.Symlink(sock, abi); err != nil && !errors.Is(err, os.ErrExist) {
+		return Receipt{}, fmt.Errorf("terminal ABI socket link: %w", err)
+	}
+	spec := Spec(l, def, session, id, workspace, launcher.Name() != "systemd")
+	bw := cfg.Bwrap
+	ls := LaunchSpec{
+		Command: func(blockFD int) ([]string, error) {
+			s := spec
+			s.BlockFD = blockFD
+			args, err := s.Args()
+			if err != nil {
+				return nil, err
+			}
+			return append([]string{bw}, args...), nil
+		},
+		Unit:  UnitName(l, agent, session, gen),
+		Log:   filepath.Join(filepath.Dir(filepath.Dir(sock)), session+".log"),
+		Ident: launchroot.Identity{UID: l.UID, Agent: agent, Session: session, Run: id},
+		Receipt: Receipt{Kind: KindLaunch, Role: "terminal", UID: l.UID, Socket: sock, ABISocket: abi,
+			Agent: agent, Session: session, Generation: gen, Terminal: id, Workspace: workspace},
+	}
+	rec, err := launcher.Start(ctx, ls)
+	if err != nil {
+		return Receipt{}, err
+	}
+	// Started means served: wait for ctxterm's socket (bind and listen
+	// happen together), so a watch right after start finds it.
+	if err := waitSocket(ctx, rec, ls.Log); err != nil {
+		_ = launcher.Stop(context.Background(), rec, 0)
+		return Receipt{}, err
+	}
+	rec.Started = time.Now().UTC().Format(time.RFC3339Nano)
+	if err := WriteReceipt(LaunchReceiptPath(l, agent, session), rec); err != nil {
+		_ = launcher.Stop(context.Background(), rec, 0)
+		return Receipt{}, err
+	}
+	if err := appendEvent(dir, daemonEvent{Type: EventAgentStart, ID: id, Launcher: rec.Launcher, Unit: rec.Unit,
+		Invocation: rec.Invocation, PID: rec.PID, Generation: gen, Workspace: workspace}); err != nil {
+		cfg.Log.Warn("record agent.start", "err", err)
+	}
+	return rec, nil
+}
+
+// recordEnd writes what is left of an ended generation: an "exited" event
+// when ctxterm could not write its own (it was killed), the cleanup
+// receipt (L3, projected into meta.json), the agent.stop event; and it
+// removes the launch receipt (the generation may no longer be stopped).
+func recordEnd(l layout.Layout, rec Receipt, reason string, ex Exit) Receipt {
+	now := time.Now()
+	dir := l.TerminalDir(rec.Agent, rec.Session)
+	if !readHistory(dir).exitedSince {
+		ev := termres.Event{Type: termres.Exited, ID: rec.Terminal, PID: rec.PID, Reason: "recorded by the supervisor: " + ex.Reason}
+		if ex.Known {
+			ev.Status = termres.Int(ex.Status)
+		}
+		_ = termres.Append(dir, ev)
+	}
+	c := Cleanup(rec, reason, ex, now)
+	_ = WriteReceipt(CleanupReceiptPath(l, rec.Agent, rec.Session), c)
+	_ = ProjectMeta(l, c)
+	_ = appendEvent(dir, daemonEvent{Type: EventAgentStop, ID: rec.Terminal, Launcher: rec.Launcher, Unit: rec.Unit,
+		Invocation: rec.Invocation, PID: rec.PID, Generation: rec.Generation, Reason: reason, Status: c.Status})
+	_ = os.Remove(LaunchReceiptPath(l, rec.Agent, rec.Session))
+	// The socket and its ABI alias name a live endpoint only (L6).
+	_ = os.Remove(rec.Socket)
+	if fi, err := os.Lstat(rec.ABISocket); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		_ = os.Remove(rec.ABISocket)
+	}
+	return c
+}
+
+func touch(p string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("terminal: %w", err)
+	}
+	return f.Close()
+}
+
+// ErrNotServed: the terminal's process did not serve its socket in time.
+var ErrNotServed = errors.New("terminal did not come up")
+
+// SocketTimeout bounds the wait for a started terminal's socket.
+const SocketTimeout = 10 * time.Second
+
+func waitSocket(ctx context.Context, rec Receipt, log string) error {
+	deadline := time.Now().Add(SocketTimeout)
+	for {
+		if fi, err := os.Stat(rec.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return nil
+		}
+		if !Alive(rec) || time.Now().After(deadline) || ctx.Err() != nil {
+			tail, _ := os.ReadFile(log)
+			if len(tail) > 2048 {
+				tail = tail[len(tail)-2048:]
+			}
+			return fmt.Errorf("%w: no socket at %s (pid %d alive: %v); log %s: %s", ErrNotServed, rec.Socket, rec.PID, Alive(rec), log, bytes.TrimSpace(tail))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func statusText(p *int) string {
+	if p == nil {
+		return "unknown"
+	}
+	return fmt.Sprint(*p)
+}

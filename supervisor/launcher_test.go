@@ -1,0 +1,252 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cortexfs/ctx/actors/terminal"
+	"github.com/cortexfs/ctx/internal/launchroot"
+	"github.com/cortexfs/ctx/internal/procstat"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// sleeper is a LaunchSpec whose program waits for the block fd, then sleeps.
+func sleeper(t *testing.T) terminal.LaunchSpec {
+	return terminal.LaunchSpec{
+		Command: func(blockFD int) ([]string, error) {
+			script := "exec sleep 60"
+			if blockFD > 0 {
+				script = "head -c1 <&" + strconv.Itoa(blockFD) + " >/dev/null; exec sleep 60"
+			}
+			return []string{"/bin/sh", "-c", script}, nil
+		},
+		Unit:    "test.service",
+		Log:     filepath.Join(t.TempDir(), "log"),
+		Ident:   launchroot.Identity{UID: os.Getuid(), Agent: "a", Session: "s", Run: "term-0000000000000000"},
+		Receipt: terminal.Receipt{Kind: terminal.KindLaunch, Agent: "a", Session: "s", Generation: 1},
+	}
+}
+
+// The built-in launcher: own session, no parent-death signal, launch root
+// registered; a second launcher (the next daemon) adopts, waits and stops
+// through the receipt alone. spec: T1 L2 L5 U2
+func TestBuiltinLauncherStartAdoptStop(t *testing.T) {
+	roots, err := launchroot.New(os.Getuid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewBuiltinLauncher(roots, quiet)
+	r, err := b.Start(context.Background(), sleeper(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Launcher != LauncherBuiltin || r.PID <= 0 || r.StartTime == 0 || r.BootID == "" || !terminal.Alive(r) {
+		t.Fatalf("receipt: %+v", r)
+	}
+	// Past the block fd: the shell has exec'd sleep.
+	for i := 0; i < 250; i++ {
+		if st, err := procstat.Read(r.PID); err == nil && st.Comm == "sleep" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if sid, _ := unixGetsid(r.PID); sid != r.PID {
+		t.Errorf("terminal session %d, want its own (%d)", sid, r.PID)
+	}
+	if len(roots.Entries()) != 1 || roots.Entries()[0].PID != r.PID {
+		t.Errorf("launch roots: %+v", roots.Entries())
+	}
+	// The next daemon: a fresh launcher and registry.
+	roots2, _ := launchroot.New(os.Getuid())
+	b2 := NewBuiltinLauncher(roots2, quiet)
+	if err := b2.Adopt(context.Background(), r); err != nil {
+		t.Fatalf("adopt: %v", err)
+	}
+	if len(roots2.Entries()) != 1 {
+		t.Errorf("adopted launch root not registered: %+v", roots2.Entries())
+	}
+	var wg sync.WaitGroup
+	var ex1, ex2 terminal.Exit
+	wg.Add(2)
+	go func() { defer wg.Done(); ex1, _ = b.Wait(context.Background(), r) }()
+	go func() { defer wg.Done(); ex2, _ = b2.Wait(context.Background(), r) }()
+	if err := b2.Stop(context.Background(), r, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if !ex1.Known || ex1.Status != 128+1 { // SIGHUP
+		t.Errorf("the reaper's exit: %+v", ex1)
+	}
+	if ex2.Known {
+		t.Errorf("an adopter cannot know the status: %+v", ex2)
+	}
+	if terminal.Alive(r) {
+		t.Error("alive after stop")
+	}
+	if err := b2.Adopt(context.Background(), r); !errors.Is(err, terminal.ErrGone) {
+		t.Errorf("adopt a gone terminal: %v", err)
+	}
+}
+
+// Wait returns when its context ends (the actor stops; the process lives on).
+func TestBuiltinLauncherWaitCancel(t *testing.T) {
+	b := NewBuiltinLauncher(nil, quiet)
+	r, err := b.Start(context.Background(), sleeper(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer killTree(r.PID)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := b.Wait(ctx, r); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("wait: %v", err)
+	}
+	if !terminal.Alive(r) {
+		t.Error("the terminal died when a waiter gave up")
+	}
+	// Adopted-style wait (not our child) also honours ctx.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if err := waitPID(ctx2, r); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waitPID: %v", err)
+	}
+}
+
+// fakeManager is a UnitManager running the unit's argv as a child.
+type fakeManager struct {
+	mu      sync.Mutex
+	started map[string][]string
+	props   []string
+	b       *BuiltinLauncher
+	recs    map[string]terminal.Receipt
+	pingErr error
+}
+
+func (m *fakeManager) Ping(context.Context) error { return m.pingErr }
+func (m *fakeManager) StartTransient(ctx context.Context, name string, props, argv []string) error {
+	r, err := m.b.Start(ctx, terminal.LaunchSpec{Command: func(int) ([]string, error) { return argv, nil }, Log: os.DevNull})
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.props, m.recs[name] = props, r
+	return nil
+}
+func (m *fakeManager) Show(ctx context.Context, name string) (map[string]string, error) {
+	m.mu.Lock()
+	r, ok := m.recs[name]
+	m.mu.Unlock()
+	if !ok {
+		return nil, errors.New("not found")
+	}
+	state := "inactive"
+	if terminal.Alive(r) {
+		state = "active"
+	}
+	return map[string]string{"MainPID": strconv.Itoa(r.PID), "InvocationID": "inv-" + name, "ActiveState": state}, nil
+}
+func (m *fakeManager) Stop(ctx context.Context, name string) error {
+	m.mu.Lock()
+	r := m.recs[name]
+	m.mu.Unlock()
+	killTree(r.PID)
+	return nil
+}
+
+// The systemd launcher records unit and invocation, sets the kill mode
+// and SIGHUP, adopts by invocation id and stops through the manager. spec: T1 L2
+func TestSystemdLauncherWithManager(t *testing.T) {
+	m := &fakeManager{b: NewBuiltinLauncher(nil, quiet), recs: map[string]terminal.Receipt{}}
+	if _, err := NewSystemdLauncherWith(context.Background(), &fakeManager{pingErr: errors.New("no bus")}, nil, quiet); err == nil {
+		t.Error("a manager that does not answer was accepted")
+	}
+	s, err := NewSystemdLauncherWith(context.Background(), m, nil, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Start(context.Background(), sleeper(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer killTree(r.PID)
+	if r.Launcher != LauncherSystemd || r.Unit != "test.service" || r.Invocation != "inv-test.service" || !terminal.Alive(r) {
+		t.Errorf("receipt: %+v", r)
+	}
+	props := strings.Join(m.props, " ")
+	for _, want := range []string{"KillMode=control-group", "SendSIGHUP=yes"} {
+		if !strings.Contains(props, want) {
+			t.Errorf("unit properties lack %s: %s", want, props)
+		}
+	}
+	if err := s.Adopt(context.Background(), r); err != nil {
+		t.Errorf("adopt: %v", err)
+	}
+	other := r
+	other.Invocation = "inv-old"
+	if err := s.Adopt(context.Background(), other); !errors.Is(err, terminal.ErrGone) {
+		t.Errorf("adopt another invocation: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { s.Wait(context.Background(), r); close(done) }()
+	if err := s.Stop(context.Background(), r, 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return after the stop")
+	}
+}
+
+func TestParseTerminalRequest(t *testing.T) {
+	for _, tc := range []struct {
+		line   string
+		ok     bool
+		errIs  error
+		wantOp string
+	}{
+		{`{"op":"ping"}`, false, nil, ""},
+		{`{"op":"send","id":"x"}`, false, nil, ""},
+		{`{"op":"terminal.status","agent":"a"}`, true, nil, OpTerminalStatus},
+		{`{"op":"terminal.start","agent":"a","workspace":"/w"}`, true, nil, OpTerminalStart},
+		{`{"op":"terminal.start","agent":"a"}`, true, ipc.ErrBadRequest, ""},
+		{`{"op":"terminal.stop","agent":"a","extra":1}`, true, ipc.ErrBadRequest, ""},
+		{`{"op":"terminal.stop","agent":"../a"}`, true, nil, ""},
+	} {
+		req, ok, err := parseTerminalRequest([]byte(tc.line))
+		if ok != tc.ok {
+			t.Errorf("%s: ok=%v", tc.line, ok)
+			continue
+		}
+		if tc.errIs != nil && !errors.Is(err, tc.errIs) {
+			t.Errorf("%s: err=%v, want %v", tc.line, err, tc.errIs)
+		}
+		if tc.wantOp != "" && (err != nil || req.Op != tc.wantOp || req.Session != "default") {
+			t.Errorf("%s: %+v %v", tc.line, req, err)
+		}
+		if strings.Contains(tc.line, "../a") && err == nil {
+			t.Errorf("%s: accepted a bad name", tc.line)
+		}
+	}
+}
+
+func unixGetsid(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return strconv.Atoi(f[3]) // field 6: session
+}

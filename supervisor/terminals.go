@@ -1,0 +1,214 @@
+package supervisor
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/cortexfs/ctx/actors/terminal"
+	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// System-socket ops for terminals (besides ping). A4 applies: the owner or uid 0.
+const (
+	OpTerminalStart  = "terminal.start"
+	OpTerminalStop   = "terminal.stop"
+	OpTerminalStatus = "terminal.status"
+)
+
+// TerminalRequest is a terminal op on the system socket:
+//
+//	{"op":"terminal.start","agent":"a","session":"default","workspace":"/abs/dir"}
+//	{"op":"terminal.stop","agent":"a","session":"default"}
+//	{"op":"terminal.status","agent":"a","session":"default"}
+type TerminalRequest struct {
+	Op        string `json:"op"`
+	Agent     string `json:"agent"`
+	Session   string `json:"session,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+}
+
+// TerminalReply answers a terminal op: {"type":"terminal",...} or an error
+// frame ({"type":"error","code":...,"message":...}).
+type TerminalReply struct {
+	Type     string            `json:"type"` // "terminal" or "error"
+	Code     string            `json:"code,omitempty"`
+	Message  string            `json:"message,omitempty"`
+	Status   *terminal.Status  `json:"status,omitempty"`
+	Already  bool              `json:"already,omitempty"`
+	Cleanup  *terminal.Receipt `json:"cleanup,omitempty"`
+	Launcher string            `json:"launcher,omitempty"`
+}
+
+// Wire codes of terminal ops (added to interfaces.md's list in the README).
+const (
+	CodeNotRunning   = "not_running"
+	CodeTerminalBusy = "busy"
+	CodeStartFailed  = "terminal_failed"
+)
+
+// terminalOp is a parsed terminal request routed by the root actor to the
+// terminal actor of (agent, session); the reply goes to the sender.
+type terminalOp struct {
+	agent, session string
+	msg            any
+}
+
+// terminalReceipts lists launch receipts found at start: their terminal
+// actors are spawned at once to adopt (or clean up) them.
+type terminalReceipts struct{ keys [][2]string }
+
+type termKey struct{ agent, session string }
+
+// terminalPID returns (spawning if needed) the actor of one terminal resource.
+func (r *rootActor) terminalPID(c actor.Context, agent, session string) (*actor.PID, error) {
+	k := termKey{agent, session}
+	if pid, ok := r.terms[k]; ok {
+		return pid, nil
+	}
+	pid, err := c.SpawnNamed(terminal.Props(r.cfg, r.launcher, agent, session), "terminal/"+agent+"/"+session)
+	if err != nil {
+		return nil, err
+	}
+	r.terms[k] = pid
+	return pid, nil
+}
+
+func (r *rootActor) startTerminals(c actor.Context) {
+	r.terms = map[termKey]*actor.PID{}
+	self, root, l := c.Self(), c.ActorSystem().Root, r.cfg.Layout
+	go func() { root.Send(self, &terminalReceipts{keys: terminal.LaunchReceipts(l)}) }()
+}
+
+func (r *rootActor) onTerminalReceipts(c actor.Context, m *terminalReceipts) {
+	for _, k := range m.keys {
+		if _, err := r.terminalPID(c, k[0], k[1]); err != nil {
+			r.log.Error("spawn terminal", "agent", k[0], "session", k[1], "err", err)
+		}
+	}
+}
+
+func (r *rootActor) onTerminalOp(c actor.Context, m *terminalOp) {
+	pid, err := r.terminalPID(c, m.agent, m.session)
+	if err != nil {
+		c.Respond(&terminal.StartResponse{Err: err})
+		return
+	}
+	c.RequestWithCustomSender(pid, m.msg, c.Sender())
+}
+
+func (r *rootActor) onTerminalGone(who *actor.PID) {
+	for k, pid := range r.terms {
+		if pid.Equal(who) {
+			delete(r.terms, k)
+		}
+	}
+}
+
+// terminalTimeout bounds a terminal op: a start waits for bwrap and the
+// manager; a stop for the hang-up and, at worst, the SIGKILL.
+const terminalTimeout = 30 * time.Second
+
+// parseTerminalRequest recognises a terminal op line; ok is false for
+// every other op (left to ipc.ParseRequest).
+func parseTerminalRequest(line []byte) (req *TerminalRequest, ok bool, err error) {
+	var probe struct {
+		Op string `json:"op"`
+	}
+	if json.Unmarshal(line, &probe) != nil {
+		return nil, false, nil
+	}
+	switch probe.Op {
+	case OpTerminalStart, OpTerminalStop, OpTerminalStatus:
+	default:
+		return nil, false, nil
+	}
+	req = &TerminalRequest{}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return nil, true, fmt.Errorf("%s: %v: %w", probe.Op, err, ipc.ErrBadRequest)
+	}
+	if req.Session == "" {
+		req.Session = "default"
+	}
+	if err := layout.CheckName("agent", req.Agent); err != nil {
+		return nil, true, err
+	}
+	if err := layout.CheckName("session", req.Session); err != nil {
+		return nil, true, err
+	}
+	if req.Op == OpTerminalStart && req.Workspace == "" {
+		return nil, true, fmt.Errorf("terminal.start needs workspace: %w", ipc.ErrBadRequest)
+	}
+	return req, true, nil
+}
+
+// serveTerminal answers one terminal op through the actors.
+func serveTerminal(sys *actor.ActorSystem, root *actor.PID, l layout.Layout, launcher string, req *TerminalRequest) *TerminalReply {
+	fail := func(code string, err error) *TerminalReply {
+		return &TerminalReply{Type: ipc.TypeError, Code: code, Message: err.Error(), Launcher: launcher}
+	}
+	if req.Op == OpTerminalStart {
+		if _, err := agentdef.Load(l, req.Agent); err != nil {
+			if errors.Is(err, agentdef.ErrNoSuchAgent) {
+				return fail(ipc.CodeUnknownAgent, err)
+			}
+			return fail(ipc.CodeAgentInvalid, err)
+		}
+	}
+	if req.Op == OpTerminalStatus {
+		// Files are the truth (L5); no actor needed.
+		st, err := terminal.Describe(l, req.Agent, req.Session)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fail(ipc.CodeNotFound, err)
+			}
+			return fail(ipc.CodeInternal, err)
+		}
+		return &TerminalReply{Type: "terminal", Status: &st, Launcher: launcher}
+	}
+	var msg any = &terminal.Stop{}
+	if req.Op == OpTerminalStart {
+		msg = &terminal.Start{Workspace: req.Workspace}
+	}
+	res, err := sys.Root.RequestFuture(root, &terminalOp{agent: req.Agent, session: req.Session, msg: msg}, terminalTimeout).Result()
+	if err != nil {
+		return fail(ipc.CodeInternal, fmt.Errorf("%s: %w", req.Op, err))
+	}
+	switch m := res.(type) {
+	case *terminal.StartResponse:
+		if m.Err != nil {
+			code := CodeStartFailed
+			switch {
+			case errors.Is(m.Err, terminal.ErrBadWorkspace):
+				code = ipc.CodeBadRequest
+			case errors.Is(m.Err, terminal.ErrBusy):
+				code = CodeTerminalBusy
+			}
+			return fail(code, m.Err)
+		}
+		return &TerminalReply{Type: "terminal", Status: &m.Status, Already: m.Already, Launcher: launcher}
+	case *terminal.StopResponse:
+		if m.Err != nil {
+			code := ipc.CodeInternal
+			switch {
+			case errors.Is(m.Err, terminal.ErrNotRunning):
+				code = CodeNotRunning
+			case errors.Is(m.Err, terminal.ErrBusy):
+				code = CodeTerminalBusy
+			}
+			return fail(code, m.Err)
+		}
+		st, _ := terminal.Describe(l, req.Agent, req.Session)
+		return &TerminalReply{Type: "terminal", Status: &st, Cleanup: &m.Cleanup, Launcher: launcher}
+	}
+	return fail(ipc.CodeInternal, fmt.Errorf("%s: unexpected reply %T", req.Op, res))
+}
