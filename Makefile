@@ -4,7 +4,7 @@ export CGO_ENABLED := 0
 PKGS    := ./cmd/ctx ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./examples/demo-agent
 PREFIX  ?= /usr/local
 
-.PHONY: build test test-short vet demo bench fuzz clean
+.PHONY: build test test-short test-systemd vet demo bench fuzz clean
 
 build:
 	@mkdir -p bin
@@ -20,6 +20,11 @@ test: build vet
 
 test-short: build
 	$(GO) test -count=1 -short ./...
+
+# The systemd launcher against a real user manager (systemd-nspawn of a
+# cached debootstrap'ed Debian; needs root). See e2e/systemd/run.sh.
+test-systemd:
+	bash e2e/systemd/run.sh
 
 # The demo: a temp CTX_ROOT, the clock tool, the demo agent, one question.
 demo: build

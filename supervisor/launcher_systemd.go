@@ -55,6 +55,15 @@ type UnitManager interface {
 
 // NewSystemdLauncher returns the systemd launcher if a user manager answers.
 func NewSystemdLauncher(ctx context.Context, roots *launchroot.Registry, log *slog.Logger) (*SystemdLauncher, error) {
+	// go-systemd over D-Bus first; systemd-run/systemctl where the bus
+	// library cannot connect (e.g. only a private socket is reachable).
+	if m, err := NewDBusManager(ctx); err == nil {
+		l, err := NewSystemdLauncherWith(ctx, m, roots, log)
+		if err == nil {
+			return l, nil
+		}
+		m.Close()
+	}
 	m, err := NewSystemctl()
 	if err != nil {
 		return nil, err

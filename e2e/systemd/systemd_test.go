@@ -49,6 +49,9 @@ func TestSystemdLauncher(t *testing.T) {
 	if la.Name() != supervisor.LauncherSystemd {
 		t.Fatalf("auto selection chose %q with a user manager answering", la.Name())
 	}
+	if sl, ok := la.(*supervisor.SystemdLauncher); !ok || sl.Via() != "dbus" {
+		t.Errorf("the systemd launcher does not use go-systemd's D-Bus API: %T", la)
+	}
 	unit := terminal.UnitName(l, "a", "s", 1)
 	spec := terminal.LaunchSpec{
 		Command: func(int) ([]string, error) {
