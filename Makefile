@@ -4,11 +4,26 @@ export CGO_ENABLED := 0
 PKGS    := ./cmd/ctx ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./examples/demo-agent
 PREFIX  ?= /usr/local
 
-.PHONY: build test test-short test-systemd vet demo bench fuzz clean
+.PHONY: build install test test-short test-systemd vet demo bench fuzz clean
+
+BINDIR  ?= $(PREFIX)/bin
+UNITDIR ?= $(PREFIX)/lib/systemd/user
+BASHDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 
 build:
 	@mkdir -p bin
 	$(GO) build -o bin/ $(PKGS)
+
+# tsh, ctxterm and agent.update sit beside ctx: the daemon installs them into CTX_ROOT from there.
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR)
+	install -m 0755 bin/ctx bin/ctxterm bin/tsh bin/agent.update agent.sh $(DESTDIR)$(BINDIR)/
+	env -u CTX_ROOT -u CTX_RUNTIME_DIR bin/ctx install-units --dir $(DESTDIR)$(UNITDIR) --bin $(BINDIR)/ctx
+	bin/ctx completion bash > $(DESTDIR)$(BASHDIR)/ctx
+	bin/ctx completion zsh  > $(DESTDIR)$(ZSHDIR)/_ctx
+	bin/ctx completion fish > $(DESTDIR)$(FISHDIR)/ctx.fish
 
 vet:
 	$(GO) vet ./...

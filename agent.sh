@@ -9,7 +9,7 @@ set -eu
 ctx=${CTX_BIN:-}
 if [ -z "$ctx" ]; then
   here=$(dirname "$0")
-  if [ -x "$here/bin/ctx" ]; then ctx="$here/bin/ctx"; else ctx=$(command -v ctx) || { echo "agent.sh: ctx not found" >&2; exit 127; }; fi
+  if [ -x "$here/ctx" ]; then ctx="$here/ctx"; elif [ -x "$here/bin/ctx" ]; then ctx="$here/bin/ctx"; else ctx=$(command -v ctx) || { echo "agent.sh: ctx not found" >&2; exit 127; }; fi
 fi
 case "${1:-}" in
   "") echo "usage: agent.sh AGENT [INPUT...] | --watch AGENT | --attach AGENT" >&2; exit 2 ;;

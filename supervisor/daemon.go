@@ -122,8 +122,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return serveTerminal(system, root, l, launcher.Name(), req)
 		})
 	}()
+	wdCtx, stopWD := context.WithCancel(ctx)
+	wdDone := make(chan struct{})
+	go func() { defer close(wdDone); runWatchdog(wdCtx) }()
 	cfg.Log.Info("daemon ready", "root", l.Root, "runtime", l.Runtime, "bwrap", bw, "launcher", launcher.Name(), "pid", os.Getpid())
+	notifyReady(cfg.Log) // STYLE 7: READY after the sockets are bound
 	<-ctx.Done()
+	notifyStopping()
+	stopWD()
+	<-wdDone
 	cfg.Log.Info("daemon shutting down")
 	ln.Close()
 	if err := system.Root.PoisonFuture(root).Wait(); err != nil {

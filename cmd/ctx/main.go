@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -51,6 +52,6 @@ func run() int {
 }
 
 func isSilent(err error) bool {
-	ee, ok := err.(*cli.ExitError)
-	return ok && ee.Err == nil
+	var ee *cli.ExitError
+	return errors.As(err, &ee) && ee.Err == nil // kong wraps Run's error
 }

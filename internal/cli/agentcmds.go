@@ -58,7 +58,7 @@ func (c *AgentListCmd) Run(env *Env) error {
 
 // AgentShowCmd is `ctx agent show`.
 type AgentShowCmd struct {
-	Name string `arg:""`
+	Name string `arg:"" help:"Agent name."`
 }
 
 func (c *AgentShowCmd) Run(env *Env) error {
@@ -92,15 +92,15 @@ func (c *AgentShowCmd) Run(env *Env) error {
 
 // AgentRmCmd is `ctx agent rm`.
 type AgentRmCmd struct {
-	Name string `arg:""`
+	Name string `arg:"" help:"Agent name."`
 }
 
 func (c *AgentRmCmd) Run(env *Env) error { return agentdef.Remove(env.Layout, c.Name) }
 
 // AgentGetCmd is `ctx agent get`.
 type AgentGetCmd struct {
-	Name    string `arg:""`
-	Control string `arg:""`
+	Name    string `arg:"" help:"Agent name."`
+	Control string `arg:"" help:"Control file: abi approval tools model window policy label root cwd env path mount uid gid groups system.md prompt.template.md."`
 }
 
 func (c *AgentGetCmd) Run(env *Env) error {
@@ -114,9 +114,9 @@ func (c *AgentGetCmd) Run(env *Env) error {
 
 // AgentSetCmd is `ctx agent set`.
 type AgentSetCmd struct {
-	Name    string `arg:""`
-	Control string `arg:""`
-	Value   string `arg:""`
+	Name    string `arg:"" help:"Agent name."`
+	Control string `arg:"" help:"Control file: abi approval tools model window policy label root cwd env path mount uid gid groups system.md prompt.template.md."`
+	Value   string `arg:"" help:"New content (a missing final newline is added; tools, groups and model take a,b,c)."`
 }
 
 func (c *AgentSetCmd) Run(env *Env) error {

@@ -22,7 +22,7 @@ import (
 // idle (or Ctrl+D on an empty line) exits; during a run Ctrl+C cancels that
 // run and returns to the prompt.
 type ChatCmd struct {
-	Name    string `arg:""`
+	Name    string `arg:"" help:"Agent name."`
 	Session string `default:"default"`
 	Scope   string `default:"private" enum:"private,shared"`
 }

@@ -92,8 +92,12 @@ func connect(env *Env, agent string) (*client.Conn, error) {
 type CLI struct {
 	Init     InitCmd     `cmd:"" help:"Create CTX_ROOT and install tsh and ctxterm under it. Example: ctx init"`
 	Daemon   DaemonCmd   `cmd:"" help:"Run the per-user daemon in the foreground. Example: ctx daemon"`
-	Agent    AgentCmd    `cmd:"" help:"Manage agents and talk to them."`
-	Terminal TerminalCmd `cmd:"" help:"Terminal resources of agent sessions."`
+	Agent    AgentCmd    `cmd:"" help:"Manage agents and talk to them. Example: ctx agent send demo hello"`
+	Terminal TerminalCmd `cmd:"" help:"Terminal resources of agent sessions. Example: ctx terminal status demo"`
+	Doctor   DoctorCmd   `cmd:"" help:"Check that this machine can run ctx safely; name the fix for each failure. Example: ctx doctor"`
+	Units    UnitsCmd    `cmd:"" name:"install-units" help:"Write the systemd user units (socket activation). Example: ctx install-units"`
+	Compl    ComplCmd    `cmd:"" name:"completion" help:"Print a shell completion script. Example: source <(ctx completion bash)"`
+	Cands    CandsCmd    `cmd:"" name:"__complete" hidden:"" help:"Completion candidates for the shell scripts."`
 }
 
 // AgentCmd groups the agent commands.

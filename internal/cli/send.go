@@ -17,7 +17,7 @@ import (
 
 // SendCmd is `ctx agent send`.
 type SendCmd struct {
-	Name    string   `arg:""`
+	Name    string   `arg:"" help:"Agent name."`
 	Session string   `default:"default" help:"Session name."`
 	Scope   string   `default:"private" enum:"private,shared" help:"private or shared."`
 	ID      string   `help:"Request id (a repeated id replays the stored result)."`
@@ -210,7 +210,7 @@ func (a *asker) ask(f *ipc.Frame) (decision, why string) {
 
 // ResumeCmd is `ctx agent resume`.
 type ResumeCmd struct {
-	Name    string `arg:""`
+	Name    string `arg:"" help:"Agent name."`
 	Session string `default:"default"`
 	Scope   string `default:"private" enum:"private,shared"`
 	JSON    bool   `name:"json"`
@@ -287,7 +287,7 @@ func firstLine(s string) string {
 
 // CancelCmd is `ctx agent cancel`.
 type CancelCmd struct {
-	Name    string `arg:""`
+	Name    string `arg:"" help:"Agent name."`
 	Session string `default:"default"`
 	Scope   string `default:"private" enum:"private,shared"`
 	RunID   string `arg:"" optional:"" name:"run" help:"Run id (default: the session's active run)."`
@@ -315,7 +315,7 @@ func (c *CancelCmd) Run(env *Env) error {
 
 // TshCmd is `ctx agent tsh` (the P2 "tsh" op).
 type TshCmd struct {
-	Name    string   `arg:""`
+	Name    string   `arg:"" help:"Agent name."`
 	Session string   `default:"default"`
 	ID      string   `help:"Request id."`
 	JSON    bool     `name:"json"`

@@ -22,7 +22,7 @@ import (
 // StartCmd is `ctx agent start`: start the agent's persistent terminal
 // (T1) with the current directory (or --cwd) bound at /workspace (B1).
 type StartCmd struct {
-	Name    string `arg:""`
+	Name    string `arg:"" help:"Agent name."`
 	Session string `default:"default"`
 	Cwd     string `help:"Directory bound at /workspace (default: the current directory)."`
 }
@@ -43,7 +43,7 @@ func (c *StartCmd) Run(env *Env) error {
 
 // StopCmd is `ctx agent stop`.
 type StopCmd struct {
-	Name    string `arg:""`
+	Name    string `arg:"" help:"Agent name."`
 	Session string `default:"default"`
 	Cwd     string `help:"Accepted for symmetry with start; ignored." hidden:""`
 }
@@ -77,7 +77,7 @@ func (c *StopCmd) Run(env *Env) error {
 
 // WatchCmd is `ctx agent watch` and `ctx terminal watch`: read-only (S5).
 type WatchCmd struct {
-	Name    string `arg:""`
+	Name    string `arg:"" help:"Agent name."`
 	Session string `default:"default"`
 }
 
@@ -85,7 +85,7 @@ func (c *WatchCmd) Run(env *Env) error { return join(env, c.Name, c.Session, ctx
 
 // AttachCmd is `ctx agent attach` and `ctx terminal attach`: read-write (S5).
 type AttachCmd struct {
-	Name    string `arg:""`
+	Name    string `arg:"" help:"Agent name."`
 	Session string `default:"default"`
 }
 
@@ -94,7 +94,7 @@ func (c *AttachCmd) Run(env *Env) error { return join(env, c.Name, c.Session, ct
 // TerminalCreateCmd is `ctx terminal create` (S1): start the agent session's
 // terminal and record the resource; prints the resource id.
 type TerminalCreateCmd struct {
-	Agent   string `arg:""`
+	Agent   string `arg:"" help:"Agent name."`
 	Session string `default:"default"`
 }
 
@@ -110,8 +110,8 @@ func (c *TerminalCreateCmd) Run(env *Env) error {
 // TerminalStatusCmd is `ctx terminal status`: read from the resource files
 // and receipts alone (no daemon needed).
 type TerminalStatusCmd struct {
-	Agent   string `arg:"" optional:""`
-	Session string `arg:"" optional:""`
+	Agent   string `arg:"" optional:"" help:"Agent name (default: all)."`
+	Session string `arg:"" optional:"" help:"Session name (default: all)."`
 	JSON    bool   `help:"One JSON object per terminal."`
 }
 
