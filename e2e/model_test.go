@@ -266,3 +266,43 @@ func TestModelCancelMidStream(t *testing.T) {
 
 // Raw returns the frame's line (empty for the zero frame).
 func (f frame) Raw() string { return f.raw }
+
+// TestModelHistoryLeftOutIsSaid: when the history does not fit the window,
+// older turns are left out of the view — never deleted — and a warning frame
+// says how many. spec: W9 W8
+func TestModelHistoryLeftOutIsSaid(t *testing.T) {
+	long := strings.Repeat("history ", 400) // ~3,200 chars a turn
+	f := newFakeProvider(t, anthropicText(long), anthropicText(long), anthropicText(long), anthropicText("short"))
+	w := modelWorld(t, f, "anthropic/claude-sonnet-4-5")
+	w.mustCtx("agent", "set", "m", "window", "2500")
+	c := w.dial("m")
+	for i := 0; i < 4; i++ {
+		c.send(sendReq("h"+itoa(i), "turn "+itoa(i)))
+		got := c.until("done", 20*time.Second)
+		if got[len(got)-1].Status != "ok" {
+			t.Fatalf("run %d: %v", i, types(got))
+		}
+		if i < 3 {
+			continue
+		}
+		found := false
+		for _, fr := range got {
+			if fr.Type == "warning" && strings.Contains(fr.Message, "older history messages were left out") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no warning frame for the history left out: %v", types(got))
+		}
+	}
+	// Nothing durable was deleted.
+	users := 0
+	for _, fr := range w.events("m", "default") {
+		if fr.Type == "user" {
+			users++
+		}
+	}
+	if users != 4 {
+		t.Errorf("%d user frames in the log", users)
+	}
+}

@@ -43,6 +43,10 @@ func TestAgentUpdateFromInsideTheSandbox(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(w.root, "agent", "self.d", "policy")); err == nil {
 		t.Error("a policy file appeared")
 	}
+	// U6: the next prompt build shows the change.
+	if out := w.mustCtx("agent", "prompt", "self"); !strings.Contains(out, "You are careful.") {
+		t.Errorf("the next prompt does not show the new system.md:\n%s", out)
+	}
 	after, _ := os.ReadFile(filepath.Join(w.root, "agent", "self.d", "window"))
 	if string(before) != string(after) {
 		t.Error("window changed")

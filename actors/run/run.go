@@ -179,6 +179,15 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		a.conclude(c, ipc.ErrorFrame("", m.perr), "error")
 		return
 	}
+	if m.prep != nil && m.prep.Prompt != nil {
+		// What the builder left out or shortened is said, as durable frames.
+		if n := m.prep.Prompt.HistoryOmitted; n > 0 {
+			a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: fmt.Sprintf("%d older history messages were left out of the prompt to fit the window (nothing was deleted)", n)})
+		}
+		for _, w := range m.prep.Prompt.Warnings {
+			a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: w})
+		}
+	}
 	if m.prep != nil && m.prep.SnapshotErr != nil {
 		a.log.Warn("session snapshots not written (the run goes on)", "err", m.prep.SnapshotErr) // R5
 	}
