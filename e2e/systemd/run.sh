@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# make test-systemd: the systemd launcher against a real systemd user
-# manager. This machine's PID 1 is not systemd, so a debootstrap'ed Debian
-# (cached) is booted with systemd-nspawn and the test binary runs inside it
-# as a lingering user, talking to that user's manager over D-Bus.
+# make test-systemd: the systemd launcher and socket activation of the
+# daemon (ctx install-units) against a real systemd user manager. This
+# machine's PID 1 is not systemd, so a debootstrap'ed Debian (cached) is
+# booted with systemd-nspawn and the test binary runs inside it as a
+# lingering user, talking to that user's manager over D-Bus; the ctx
+# binaries it drives are bind-mounted at /ctxtest.
 # Skips (exit 0, with the reason) when it cannot run here; set
 # CTX_SYSTEMD_REQUIRED=1 to make that a failure.
 set -euo pipefail
@@ -26,7 +28,7 @@ if [ ! -x "$CACHE/usr/lib/systemd/systemd" ]; then
 	rm -rf "$CACHE.tmp"
 	mkdir -p "$(dirname "$CACHE")"
 	if ! debootstrap --variant=minbase \
-		--include=systemd,systemd-sysv,dbus,dbus-user-session,libpam-systemd,procps \
+		--include=systemd,systemd-sysv,dbus,dbus-user-session,libpam-systemd,procps,bubblewrap \
 		bookworm "$CACHE.tmp" "$MIRROR" >"$CACHE.log" 2>&1; then
 		tail -5 "$CACHE.log"
 		skip "debootstrap from $MIRROR failed (log: $CACHE.log)"
@@ -37,12 +39,24 @@ fi
 if ! grep -q "^$TUSER:" "$CACHE/etc/passwd"; then
 	chroot "$CACHE" useradd -m -u "$TUID" -s /bin/sh "$TUSER"
 fi
+# bwrap, for the sandboxed tool call of TestSocketActivation (a cached root
+# from before that test lacks it). Without it the test skips that step.
+if [ ! -x "$CACHE/usr/bin/bwrap" ]; then
+	if ! chroot "$CACHE" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get -qq update &&
+		DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends bubblewrap' >"$CACHE.bwrap.log" 2>&1; then
+		echo "test-systemd: could not install bubblewrap into $CACHE (log: $CACHE.bwrap.log)"
+	fi
+fi
 mkdir -p "$CACHE/var/lib/systemd/linger"
 touch "$CACHE/var/lib/systemd/linger/$TUSER"
 
 WORK=$(mktemp -d /tmp/ctx-systemd.XXXXXX)
 chmod 755 "$WORK"
 CGO_ENABLED=0 go test -c -o "$WORK/systemd.test" ./e2e/systemd/
+# The ctx binaries and the clock tool, for TestSocketActivation.
+CGO_ENABLED=0 go build -o "$WORK/" ./cmd/ctx ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./examples/demo-agent
+cp -r examples/tools/clock examples/tools/clock.d "$WORK/"
+chmod -R a+rX "$WORK"
 
 # nspawn in a cgroup of its own, else it creates its cgroups at the host's root.
 CG=""

@@ -1,6 +1,7 @@
-// Package systemd tests the systemd launcher against a real systemd user
-// manager. It runs only inside the container run.sh boots
-// (CTX_SYSTEMD_INNER=1, `make test-systemd`); elsewhere it skips.
+// Package systemd tests the systemd launcher and the socket-activated
+// daemon (ctx.socket + ctx.service) against a real systemd user manager. It
+// runs only inside the container run.sh boots (CTX_SYSTEMD_INNER=1,
+// `make test-systemd`); elsewhere it skips.
 package systemd
 
 import (
