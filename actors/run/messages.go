@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -67,10 +68,11 @@ type defLoaded struct {
 	perr error
 }
 
-type stepReady struct {
-	step        int
-	toolContext string
-	err         error
+type stepStarted struct {
+	gen  int
+	p    *proc.Proc
+	err  error
+	code string // wire code when err is set
 }
 
 type agentLine struct {

@@ -64,6 +64,7 @@ type Actor struct {
 	deltas    strings.Builder
 	call      *envelope.Line // the step's tool call
 	invalid   bool           // the step broke X9; its remaining output is ignored
+	starting  bool           // a step process is being started off the actor
 	stepBytes int            // stdout bytes of the current step
 	toolPID   *actor.PID
 	toolCall  *envelope.Line
@@ -80,8 +81,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onStarted(c)
 	case *defLoaded:
 		a.onDefLoaded(c, m)
-	case *stepReady:
-		a.onStepReady(c, m)
+	case *stepStarted:
+		a.onStepStarted(c, m)
 	case *agentLine:
 		a.onAgentLine(c, m)
 	case *agentExited:
@@ -215,56 +216,69 @@ func (a *Actor) startStep(c actor.Context) {
 			Message: fmt.Sprintf("run reached %d agent process starts", MaxStarts)}, "error")
 		return
 	}
-	// The tool context is session state that tsh may have changed during
-	// the run: read it off the actor, then start the process.
-	self, root := c.Self(), c.ActorSystem().Root
-	file := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), tsh.StateFileName)
-	step := a.step
-	go func() {
-		st, err := tsh.ReadState(file)
-		text := ""
-		if err == nil {
-			text = tsh.ContextText(st, tsh.DefaultContextBudget)
-		}
-		root.Send(self, &stepReady{step: step, toolContext: text, err: err})
-	}()
-}
-
-// onStepReady starts the SDK process with the envelope on its stdin (X2).
-func (a *Actor) onStepReady(c actor.Context, m *stepReady) {
-	if m.step != a.step || a.cancelled || a.concluded || a.p != nil {
-		return
-	}
-	if m.err != nil {
-		a.log.Warn("tool context unreadable; sending none", "err", m.err)
-	}
-	env := &envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
-		HistoryMessages: a.spec.History, ToolContext: m.toolContext, Observation: a.obs}
-	stdin, err := envelope.Encode(env)
-	if err != nil {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInternal, Message: err.Error()}, "error")
-		return
-	}
+	// Everything that touches files or forks runs off the actor: the tool
+	// context (session state tsh may have changed during the run), the
+	// envelope, the bwrap start; the outcome comes back as stepStarted,
+	// followed by the process's lines and exit.
 	agentEnv := a.view.AgentEnv(a.step)
 	if a.prep != nil {
 		maps.Copy(agentEnv, a.prep.Env) // spec: W7 — exactly when the window is known
 	}
-	spec := a.view.Spec([]string{a.view.AgentPath()}, agentEnv)
-	p, err := proc.Start(proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, Stdin: stdin, Roots: a.cfg.Roots, Ident: a.view.Identity()})
-	if err != nil {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeSandboxUnavailable, Message: err.Error()}, "error")
-		return
-	}
+	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: a.view.Spec([]string{a.view.AgentPath()}, agentEnv),
+		Roots: a.cfg.Roots, Ident: a.view.Identity()}
+	env := envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
+		HistoryMessages: a.spec.History, Observation: a.obs}
+	file := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), tsh.StateFileName)
 	a.starts++
 	a.gen++
-	a.p = p
-	a.procs = append(a.procs, p)
+	a.starting = true
 	a.deltas.Reset()
 	a.stepBytes = 0
 	a.call = nil
 	a.invalid = false
-	a.cfg.Procs.Add(1)
-	go readAgent(c.ActorSystem().Root, c.Self(), a.gen, p, a.cfg)
+	self, root, gen, cfg, log := c.Self(), c.ActorSystem().Root, a.gen, a.cfg, a.log
+	cfg.Procs.Add(1)
+	go func() {
+		defer cfg.Procs.Done()
+		if st, err := tsh.ReadState(file); err == nil {
+			env.ToolContext = tsh.ContextText(st, tsh.DefaultContextBudget)
+		} else {
+			log.Warn("tool context unreadable; sending none", "err", err)
+		}
+		stdin, err := envelope.Encode(&env)
+		if err != nil {
+			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeInternal})
+			return
+		}
+		opts.Stdin = stdin
+		p, err := proc.Start(opts)
+		if err != nil {
+			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
+			return
+		}
+		root.Send(self, &stepStarted{gen: gen, p: p})
+		cfg.Procs.Add(1)
+		readAgent(root, self, gen, p, cfg)
+	}()
+}
+
+// onStepStarted records the started process, or concludes when it could not
+// start. A process that started after a cancel is ended at once.
+func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
+	if m.gen != a.gen {
+		return
+	}
+	a.starting = false
+	if m.err != nil {
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: m.code, Message: m.err.Error()}, "error")
+		a.maybeStop(c)
+		return
+	}
+	a.p = m.p
+	a.procs = append(a.procs, m.p)
+	if a.cancelled || a.concluded {
+		m.p.Terminate(a.ctx, a.cfg.CancelGrace) // spec: X6 — checked after the process too
+	}
 }
 
 // readAgent streams the agent's stdout lines to the actor, then its exit.
@@ -551,7 +565,7 @@ func (a *Actor) reap() {
 
 func (a *Actor) maybeStop(c actor.Context) {
 	a.reap()
-	if a.finishing && len(a.procs) == 0 {
+	if a.finishing && !a.starting && len(a.procs) == 0 {
 		c.Stop(c.Self())
 	}
 }

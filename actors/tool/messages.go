@@ -1,6 +1,9 @@
 package tool
 
-import "github.com/cortexfs/ctx/internal/sandbox"
+import (
+	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/sandbox"
+)
 
 // Call is what the run hands a tool actor: one prepared call. It is the
 // props' input, not a message.
@@ -32,6 +35,9 @@ type NeedApproval struct{ CallID string }
 
 // Approved answers NeedApproval: only DecisionAllowOnce runs the call (A3).
 type Approved struct{ Decision string }
+
+// started hands the started process to the actor (so Cancel can kill it).
+type started struct{ p *proc.Proc }
 
 // finished carries the goroutine's outcome back to the actor.
 type finished struct{ res *Result }

@@ -21,14 +21,15 @@ import (
 
 // Actor runs one call.
 type Actor struct {
-	cfg    *config.Config
-	call   Call
-	log    *slog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
-	p      *proc.Proc
-	prep   *prepared
-	done   bool
+	cfg      *config.Config
+	call     Call
+	log      *slog.Logger
+	ctx      context.Context
+	cancel   context.CancelFunc
+	p        *proc.Proc
+	starting bool
+	prep     *prepared
+	done     bool
 }
 
 func (a *Actor) Receive(c actor.Context) {
@@ -41,6 +42,12 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onApproved(c, m)
 	case *finished:
 		a.report(c, m.res)
+	case *started:
+		a.starting = false
+		a.p = m.p
+		if a.done {
+			m.p.Kill() // the call was cancelled while its process started
+		}
 	case *Cancel:
 		a.onCancel(c)
 	case *actor.Stopping:
@@ -109,6 +116,7 @@ func (a *Actor) onCancel(c actor.Context) {
 	if a.p != nil {
 		a.p.Kill()
 	}
+	a.cancel() // a process still starting is killed as soon as it exists
 	a.report(c, &Result{CallID: a.call.CallID, Name: a.call.Name, Status: envelope.StatusCancelled, Content: "cancelled"})
 }
 
@@ -125,27 +133,35 @@ func (a *Actor) report(c actor.Context, r *Result) {
 func (a *Actor) spawn(c actor.Context) {
 	v := a.call.View
 	spec := v.Spec(a.prep.argv, v.ToolEnv())
+	tool := a.prep.tool
+	a.prep.tool = nil // the goroutine owns the checked file from here
 	var extra []*os.File
-	if a.prep.tool != nil {
+	if tool != nil {
 		// Bind exactly the checked file over its path: what runs is what was checked.
-		extra = []*os.File{a.prep.tool.File}
+		extra = []*os.File{tool.File}
 		spec.FDMounts = []bwrap.FDMount{{FD: 3, Dst: a.prep.argv[0]}}
 	}
-	p, err := proc.Start(proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, ExtraFiles: extra, Roots: a.cfg.Roots, Ident: v.Identity()})
-	if a.prep.tool != nil {
-		a.prep.tool.Close()
-	}
-	if err != nil {
-		a.report(c, &Result{CallID: a.call.CallID, Name: a.call.Name, Status: envelope.StatusError,
-			Content: "sandbox: " + err.Error(), Layer: "sandbox"})
-		return
-	}
-	a.p = p
+	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, ExtraFiles: extra, Roots: a.cfg.Roots, Ident: v.Identity()}
+	a.starting = true
 	a.cfg.Procs.Add(1)
-	self, root := c.Self(), c.ActorSystem().Root
+	self, root, ctx := c.Self(), c.ActorSystem().Root, a.ctx
 	call := a.call
+	// The fork/exec and every wait run off the actor (STYLE: Receive never blocks).
 	go func() {
 		defer a.cfg.Procs.Done()
+		p, err := proc.Start(opts)
+		if tool != nil {
+			tool.Close()
+		}
+		if err != nil {
+			root.Send(self, &finished{res: &Result{CallID: call.CallID, Name: call.Name, Status: envelope.StatusError,
+				Content: "sandbox: " + err.Error(), Layer: LayerSandbox}})
+			return
+		}
+		if ctx.Err() != nil {
+			p.Kill() // cancelled or stopped while starting
+		}
+		root.Send(self, &started{p: p})
 		head := make([]byte, 0, 64<<10)
 		buf := make([]byte, 32<<10)
 		for {
