@@ -46,10 +46,12 @@ type Actor struct {
 
 	rec      *Receipt // the live generation's launch receipt
 	adopting bool
-	starting bool
-	stopping bool
-	starts   []pendingStart // answered when the start (or adoption) ends
-	stops    []*actor.PID   // answered when the process has ended
+	// waitingStops arrived during an adoption or a start.
+	waitingStops []*actor.PID
+	starting     bool
+	stopping     bool
+	starts       []pendingStart // answered when the start (or adoption) ends
+	stops        []*actor.PID   // answered when the process has ended
 }
 
 type pendingStart struct {
@@ -123,12 +125,22 @@ func (a *Actor) onAdopted(c actor.Context, m *adopted) {
 		a.log.Info("terminal from the launch receipt is gone", "pid", m.rec.PID, "generation", m.rec.Generation, "err", m.err)
 		a.rec = &m.rec
 		a.onEnded(c, &ended{rec: m.rec, gone: true, exit: Exit{Reason: "gone while no daemon watched it", At: time.Now()}})
+		a.replayStops(c)
 		return
 	}
 	a.log.Info("adopted terminal", "launcher", m.rec.Launcher, "unit", m.rec.Unit, "pid", m.rec.PID, "generation", m.rec.Generation)
 	a.rec = &m.rec
 	a.watch(c, m.rec)
 	a.replayStarts(c)
+	a.replayStops(c)
+}
+
+func (a *Actor) replayStops(c actor.Context) {
+	stops := a.waitingStops
+	a.waitingStops = nil
+	for _, to := range stops {
+		a.onStop(c, to)
+	}
 }
 
 func (a *Actor) replayStarts(c actor.Context) {
@@ -167,6 +179,7 @@ func (a *Actor) onLaunched(c actor.Context, m *launched) {
 		for _, p := range starts {
 			a.reply(c, p.to, &StartResponse{Err: m.err})
 		}
+		a.replayStops(c)
 		return
 	}
 	a.log.Info(EventAgentStart, "launcher", m.rec.Launcher, "unit", m.rec.Unit, "pid", m.rec.PID,
@@ -177,6 +190,7 @@ func (a *Actor) onLaunched(c actor.Context, m *launched) {
 	for i, p := range starts {
 		a.reply(c, p.to, &StartResponse{Status: st, Already: i > 0, Err: err})
 	}
+	a.replayStops(c)
 }
 
 func (a *Actor) watch(c actor.Context, rec Receipt) {
@@ -192,7 +206,9 @@ func (a *Actor) watch(c actor.Context, rec Receipt) {
 
 func (a *Actor) onStop(c actor.Context, to *actor.PID) {
 	if a.adopting || a.starting {
-		a.reply(c, to, &StopResponse{Err: ErrBusy})
+		// Decided once the adoption or start is over (a stop right after a
+		// daemon restart must not fail because adoption is still running).
+		a.waitingStops = append(a.waitingStops, to)
 		return
 	}
 	if a.rec == nil {
