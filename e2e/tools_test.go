@@ -322,3 +322,39 @@ func TestSandboxUnavailableFailsClosed(t *testing.T) {
 		t.Errorf("agent run: %d %q", r.code, r.stderr)
 	}
 }
+
+// TestWorkspaceCannotWidenTheView: a forged `.git` file naming a host
+// directory does not get that directory mounted; a workspace that contains
+// CTX_ROOT shows it empty; a workspace inside CTX_ROOT is refused. spec: B1 V3 X7
+func TestWorkspaceCannotWidenTheView(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	secret := t.TempDir()
+	os.WriteFile(filepath.Join(secret, "key"), []byte("sk-SECRET"), 0o600)
+	w.tool("peek", "#!/bin/sh\ncat \"$1\" 2>&1; ls -A \"$2\" 2>&1\n")
+	w.agent("wv", map[string]string{"tools": "peek\n"})
+
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+secret+"\n"), 0o644)
+	tr, _ := callTool(t, w, "wv", ws, "peek", filepath.Join(secret, "key"), "/workspace")
+	if strings.Contains(tr.Content, "sk-SECRET") {
+		t.Fatalf("a forged .git file mounted a host directory: %s", tr.raw)
+	}
+
+	// A workspace that contains CTX_ROOT (like $HOME contains ~/.local/share/cortexfs).
+	base := filepath.Dir(w.root)
+	tr, _ = callTool(t, w, "wv", base, "peek", "/workspace/root/agent/wv.d/tools", "/workspace/root")
+	if strings.HasPrefix(tr.Content, "peek") || !strings.Contains(tr.Content, "No such file") {
+		t.Errorf("CTX_ROOT visible inside the workspace: %s", tr.raw)
+	}
+	c := w.dial("wv")
+	c.send(sendReq("inside", "echo x", "workspace", w.root))
+	if f := c.must(5 * time.Second); f.Code != "bad_request" || !strings.Contains(f.Message, "only the runtime writes") {
+		t.Errorf("a workspace inside CTX_ROOT: %s", f.raw)
+	}
+	// A cancel naming only an unknown run id is answered not_found.
+	c.send(`{"op":"cancel","id":"run-0-ffffff"}`)
+	if f := c.must(5 * time.Second); f.Code != "not_found" {
+		t.Errorf("bare cancel: %s", f.raw)
+	}
+}

@@ -88,7 +88,7 @@ func TestSocketPeerCredentials(t *testing.T) {
 	probe := exec.Command("/usr/bin/setpriv", "--reuid="+strconv.Itoa(uid), "--regid="+strconv.Itoa(gid), "--clear-groups", "--",
 		binDir+"/ctx", "agent", "tsh", "own", "--json", "--", "bogus-subcommand")
 	probe.Env = w.env()
-	probe.Dir = w.root
+	probe.Dir = base // owned by the user; CTX_ROOT inside it is hidden from the sandbox
 	out, _ := probe.CombinedOutput()
 	if !strings.Contains(string(out), `"type":"start"`) {
 		t.Errorf("the owner was not served: %s\n%s", out, log.String())

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/cortexfs/ctx/actors/session"
 	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/store"
 	"github.com/cortexfs/ctx/ipc"
@@ -37,7 +39,15 @@ type Actor struct {
 	wg       sync.WaitGroup
 	conns    map[*ipc.Conn]bool
 	sessions map[session.Key]*actor.PID
+	cancels  map[int]*pendingCancel // broadcast cancels waiting for every session's answer
+	token    int
 	keeps    map[session.Key]*session.Keep
+
+	// live is every accepted connection (idle ones included), touched by the
+	// accept and reader goroutines and by onStopping, under liveMu.
+	liveMu   sync.Mutex
+	live     map[*ipc.Conn]bool
+	stopping bool
 }
 
 // Receive only dispatches.
@@ -49,6 +59,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onIncoming(c, m)
 	case *connClosed:
 		a.onConnClosed(c, m)
+	case *session.CancelChecked:
+		a.onCancelChecked(m)
 	case *sessionsFound:
 		for _, k := range m.keys {
 			a.sessionPID(c, session.Key{Agent: a.name, Scope: k[0], Name: k[1]})
@@ -70,6 +82,7 @@ func (a *Actor) onStarted(c actor.Context) {
 	a.ctx, a.stop = context.WithCancel(context.Background())
 	a.conns = map[*ipc.Conn]bool{}
 	a.sessions = map[session.Key]*actor.PID{}
+	a.cancels = map[int]*pendingCancel{}
 	if a.keeps == nil {
 		a.keeps = map[session.Key]*session.Keep{}
 	}
@@ -158,6 +171,17 @@ func (a *Actor) accept(root *actor.RootContext, self *actor.PID) {
 			continue
 		}
 		conn := ipc.NewConn(c, *cred)
+		a.liveMu.Lock()
+		if a.stopping {
+			a.liveMu.Unlock()
+			conn.Close()
+			continue
+		}
+		if a.live == nil {
+			a.live = map[*ipc.Conn]bool{}
+		}
+		a.live[conn] = true
+		a.liveMu.Unlock()
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
@@ -170,6 +194,7 @@ func (a *Actor) accept(root *actor.RootContext, self *actor.PID) {
 // connection stays usable; an over-long line closes it (interfaces.md).
 func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 	defer root.Send(self, &connClosed{conn: conn})
+	defer func() { a.liveMu.Lock(); delete(a.live, conn); a.liveMu.Unlock() }()
 	lr := ipc.NewLineReader(conn.Raw())
 	for {
 		line, err := lr.Next()
@@ -191,7 +216,7 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 		}
 		req, err := ipc.ParseRequest(line)
 		if err == nil {
-			err = checkWorkspace(req)
+			err = checkWorkspace(a.cfg.Layout, req)
 		}
 		if err != nil {
 			conn.SendFrame(ipc.ErrorFrame("", err))
@@ -201,7 +226,8 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 		case ipc.OpPing:
 			conn.SendFrame(&ipc.Frame{Type: ipc.TypePong, Version: config.Version})
 		case ipc.OpApprove:
-			conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeBadRequest, Message: "no approval is pending on this connection"})
+			// Carries the run: a late answer (after a timeout) does not end the client's view of its run.
+			conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Run: req.Run, Code: ipc.CodeBadRequest, Message: "no approval is pending on this connection"})
 		default:
 			root.Send(self, &incoming{conn: conn, req: req})
 		}
@@ -210,9 +236,17 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 
 // checkWorkspace: an existing directory the owner can write (interfaces.md).
 // Nothing is created.
-func checkWorkspace(r *ipc.Request) error {
+func checkWorkspace(l layout.Layout, r *ipc.Request) error {
 	if r.Workspace == "" {
 		return nil
+	}
+	// The runtime's own trees are never a workspace: an agent would write
+	// its session logs, controls and tools (a workspace that merely
+	// contains them gets them hidden by a tmpfs in the sandbox).
+	for _, own := range []string{l.Root, l.Runtime} {
+		if rel, err := filepath.Rel(own, filepath.Clean(r.Workspace)); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("workspace %q: inside %s, which only the runtime writes: %w", r.Workspace, own, ipc.ErrBadRequest)
+		}
 	}
 	st, err := os.Stat(r.Workspace)
 	if err != nil || !st.IsDir() {
@@ -227,21 +261,46 @@ func checkWorkspace(r *ipc.Request) error {
 func (a *Actor) onIncoming(c actor.Context, m *incoming) {
 	a.conns[m.conn] = true
 	if m.req.Op == ipc.OpCancel && m.req.Session == "" {
-		// A bare run id: every live session checks whether it is theirs.
-		found := false
-		for k, pid := range a.sessions {
-			if k.Agent == a.name {
-				c.Send(pid, &session.Request{Conn: m.conn, Req: m.req})
-				found = true
-			}
+		// A bare run id: every live session checks whether it is theirs, and
+		// the client hears not_found when none was.
+		a.token++
+		pc := &pendingCancel{conn: m.conn, id: m.req.ID}
+		for _, pid := range a.sessions {
+			c.Send(pid, &session.Request{Conn: m.conn, Req: m.req, Token: a.token})
+			pc.waiting++
 		}
-		if !found {
+		if pc.waiting == 0 {
 			m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeNotFound, Message: "no active run " + m.req.ID})
+			return
 		}
+		a.cancels[a.token] = pc
 		return
 	}
 	key := session.Key{Agent: a.name, Scope: m.req.Scope, Name: m.req.Session}
 	c.Send(a.sessionPID(c, key), &session.Request{Conn: m.conn, Req: m.req})
+}
+
+type pendingCancel struct {
+	conn    *ipc.Conn
+	id      string
+	waiting int
+	found   bool
+}
+
+func (a *Actor) onCancelChecked(m *session.CancelChecked) {
+	pc := a.cancels[m.Token]
+	if pc == nil {
+		return
+	}
+	pc.waiting--
+	pc.found = pc.found || m.Found
+	if pc.waiting > 0 {
+		return
+	}
+	delete(a.cancels, m.Token)
+	if !pc.found {
+		pc.conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeNotFound, Message: "no active run " + pc.id})
+	}
 }
 
 func (a *Actor) sessionPID(c actor.Context, key session.Key) *actor.PID {
@@ -290,11 +349,12 @@ func (a *Actor) onStopping() {
 			_ = os.Remove(link)
 		}
 	}
-	for conn := range a.conns {
+	a.liveMu.Lock()
+	a.stopping = true
+	for conn := range a.live {
 		conn.Close()
+		conn.Raw().CloseRead() // wakes a reader blocked on an idle client
 	}
-	for conn := range a.conns {
-		conn.Raw().CloseRead()
-	}
+	a.liveMu.Unlock()
 	a.wg.Wait()
 }

@@ -198,8 +198,10 @@ func (a *Actor) nextModelCall(c actor.Context) {
 	}
 	if call.ArgsError != "" {
 		a.emit(c, &ipc.Frame{Type: ipc.TypeToolCall, CallID: id, Name: call.Name, Args: []string{}})
-		a.onModelToolResult(c, &tool.Result{CallID: id, Name: call.Name, Status: envelope.StatusError,
-			Content: "invalid tool input: " + call.ArgsError})
+		r := &tool.Result{CallID: id, Name: call.Name, Status: envelope.StatusError, Content: "invalid tool input: " + call.ArgsError}
+		// spec: X7 — every tool_call gets its one host-written tool_result.
+		a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: r.CallID, Name: r.Name, Status: r.Status, Content: r.Content})
+		a.onModelToolResult(c, r)
 		return
 	}
 	a.startTool(c, &envelope.Line{Type: "tool_call", ID: id, Name: call.Name, Args: call.Args})

@@ -10,6 +10,16 @@ import (
 type Request struct {
 	Conn *ipc.Conn
 	Req  *ipc.Request
+	// Token is set for a cancel that names only a run id and went to every
+	// session: the session answers its parent with CancelChecked and stays
+	// silent to the client unless the run is its own.
+	Token int
+}
+
+// CancelChecked answers a broadcast cancel (sent to the parent).
+type CancelChecked struct {
+	Token int
+	Found bool
 }
 
 // ConnClosed tells the session a client connection is gone.

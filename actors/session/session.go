@@ -464,8 +464,12 @@ func (a *Actor) onResume(m *Request) {
 
 func (a *Actor) onCancel(c actor.Context, m *Request) {
 	ac := a.active
-	if ac == nil || (m.Req.ID != "" && m.Req.ID != ac.id) || ac.doneSent {
-		if m.Req.Session != "" || m.Req.ID == "" {
+	found := ac != nil && (m.Req.ID == "" || m.Req.ID == ac.id) && !ac.doneSent
+	if m.Token != 0 {
+		c.Send(c.Parent(), &CancelChecked{Token: m.Token, Found: found})
+	}
+	if !found {
+		if m.Token == 0 {
 			a.reply(m.Conn, ipc.CodeNotFound, m.Req.ID, "no such active run in session "+a.key.Name)
 		}
 		return
@@ -546,16 +550,29 @@ func (a *Actor) next(c actor.Context) {
 
 func (a *Actor) onAppendFailed(c actor.Context, m *appendFailed) {
 	// A log that cannot be written cannot record anything: stop serving.
+	if a.broken != nil {
+		return // already stopped serving
+	}
 	a.log.Error("session append failed", "err", m.err)
 	a.broken = m.err
+	msg := "session log write failed; nothing more is recorded here: " + m.err.Error()
 	for _, subs := range a.keep.subs {
 		for _, s := range subs {
-			a.reply(s.conn, ipc.CodeInternal, "", "session log write failed: "+m.err.Error())
+			a.reply(s.conn, ipc.CodeSessionCorrupt, "", msg)
 		}
 	}
+	a.keep.subs = map[string][]sub{}
+	for _, p := range a.queue {
+		for _, s := range p.subs {
+			a.reply(s.conn, ipc.CodeSessionCorrupt, p.req.ID, msg)
+		}
+	}
+	a.queue = nil
 	if a.active != nil && a.active.pid != nil {
 		c.Stop(a.active.pid)
 	}
+	a.active = nil
+	a.closeWriter(nil) // the log refuses every later append anyway
 }
 
 // onChildGone: a run actor that stopped before its done was durable is

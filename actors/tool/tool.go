@@ -59,9 +59,7 @@ func (a *Actor) Receive(c actor.Context) {
 			a.prep.tool.Close()
 		}
 	case *actor.Stopped, *actor.Restarting:
-		if a.p != nil {
-			a.p.Kill()
-		}
+		// Stopping already killed it; killing again after the reap could hit a reused pid.
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}

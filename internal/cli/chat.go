@@ -127,7 +127,7 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-ch
 			if k == 3 && run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
 				cancelled = true
 				fmt.Fprintf(t, "^C cancelling %s\n", run)
-				_ = conn.Send(map[string]string{"op": "cancel", "session": c.Session, "id": run})
+				_ = conn.Send(map[string]string{"op": "cancel", "session": c.Session, "scope": c.Scope, "id": run})
 			}
 		case fe := <-frames:
 			if fe.err != nil {

@@ -79,7 +79,7 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 		case <-sig:
 			if !cancelSent && run != "" {
 				cancelSent = true
-				_ = conn.Send(map[string]string{"op": "cancel", "session": req.Session, "id": run})
+				_ = conn.Send(map[string]string{"op": "cancel", "session": req.Session, "scope": req.Scope, "id": run})
 				continue
 			}
 			if run == "" {

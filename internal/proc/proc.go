@@ -131,6 +131,11 @@ func (p *Proc) ExitCode() int {
 // process group. Killing the PID namespace's init ends everything inside it,
 // setsid grandchildren included.
 func (p *Proc) Kill() {
+	select {
+	case <-p.done:
+		return // reaped: its pid (and pgid) may already belong to someone else
+	default:
+	}
 	for _, pid := range Descendants(p.Pid()) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}

@@ -4,10 +4,12 @@
 package sandbox
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/bwrap"
@@ -117,13 +119,21 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	}
 	if v.Workspace != "" {
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: v.Workspace, Dst: layout.SandboxWorkspace, Write: true})
+		// A workspace such as $HOME can contain CTX_ROOT (~/.local/share/cortexfs)
+		// or the runtime dir: hide them, or the agent could write events.jsonl,
+		// its own .d/ controls and tools, and read home/<uid>/secrets/.
+		for _, hidden := range []string{l.Root, l.Runtime} {
+			if rel, err := filepath.Rel(v.Workspace, hidden); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				s.TmpfsAfter = append(s.TmpfsAfter, filepath.Join(layout.SandboxWorkspace, rel))
+			}
+		}
 		if st, err := os.Lstat(filepath.Join(v.Workspace, ".git")); err == nil {
 			// spec: B1 — .git is re-mounted read-only inside the writable workspace.
 			s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(v.Workspace, ".git"), Dst: layout.SandboxWorkspace + "/.git"})
 			if st.Mode().IsRegular() {
 				// spec: D8 — a worktree's .git is a file naming its gitdir
 				// (and that gitdir's commondir): both read-only as well.
-				s.Mounts = append(s.Mounts, worktreeGitDirs(v.Workspace)...)
+				s.Mounts = append(s.Mounts, worktreeGitDirs(l, v.Workspace)...)
 			}
 		}
 	}
@@ -182,8 +192,19 @@ func (v View) AgentPath() string { return layout.SandboxRoot + "/agent/" + v.Def
 // file points to ("gitdir: DIR", then DIR/commondir), each at the path the
 // sandbox resolves it to: its own host path, or under /workspace when it
 // lies inside the workspace (which is bound writable).
-func worktreeGitDirs(workspace string) []bwrap.Mount {
-	b, err := os.ReadFile(filepath.Join(workspace, ".git"))
+//
+// The workspace is writable by the agent, so ".git" may be agent data: a
+// directory outside the workspace is bound only when it is a real worktree
+// admin directory (<common>/worktrees/<name> whose "gitdir" file names this
+// workspace's .git), its common dir is exactly <common>, and neither lies
+// under CTX_ROOT. Files are read without following symlinks or blocking.
+func worktreeGitDirs(l layout.Layout, workspace string) []bwrap.Mount {
+	ws, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return nil
+	}
+	gitFile := filepath.Join(ws, ".git")
+	b, err := readSmall(gitFile)
 	if err != nil {
 		return nil
 	}
@@ -194,23 +215,60 @@ func worktreeGitDirs(workspace string) []bwrap.Mount {
 	}
 	dir = strings.TrimSpace(dir)
 	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(workspace, dir)
+		dir = filepath.Join(ws, dir)
 	}
-	dirs := []string{filepath.Clean(dir)}
-	if c, err := os.ReadFile(filepath.Join(dir, "commondir")); err == nil {
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil
+	}
+	inside := func(d, parent string) bool {
+		rel, err := filepath.Rel(parent, d)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	root, err := filepath.EvalSymlinks(l.Root)
+	if err != nil {
+		root = l.Root
+	}
+	dirs := []string{dir}
+	if !inside(dir, ws) {
+		back, err := readSmall(filepath.Join(dir, "gitdir"))
+		if err != nil || filepath.Base(filepath.Dir(dir)) != "worktrees" ||
+			filepath.Clean(strings.TrimSpace(string(back))) != gitFile || inside(dir, root) {
+			return nil
+		}
+		dirs = append(dirs, filepath.Dir(filepath.Dir(dir))) // the only common dir accepted
+	} else if c, err := readSmall(filepath.Join(dir, "commondir")); err == nil {
 		common := strings.TrimSpace(string(c))
 		if !filepath.IsAbs(common) {
 			common = filepath.Join(dir, common)
 		}
-		dirs = append(dirs, filepath.Clean(common))
+		if common, err = filepath.EvalSymlinks(common); err == nil && inside(common, ws) {
+			dirs = append(dirs, common)
+		}
 	}
 	var out []bwrap.Mount
 	for _, d := range dirs {
 		dst := d
-		if rel, err := filepath.Rel(workspace, d); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		if inside(d, ws) {
+			rel, _ := filepath.Rel(ws, d)
 			dst = filepath.Join(layout.SandboxWorkspace, rel)
+		} else if inside(d, root) {
+			continue
 		}
 		out = append(out, bwrap.Mount{Src: d, Dst: dst, Try: true})
 	}
 	return out
+}
+
+// readSmall reads at most 4 KiB of a regular file without following a
+// symlink in its last component and without blocking on a FIFO.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, os.ErrInvalid
+	}
+	return io.ReadAll(io.LimitReader(f, 4<<10))
 }

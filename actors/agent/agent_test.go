@@ -1,0 +1,46 @@
+package agent
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/layout"
+)
+
+// spec: L6 — an idle client (e.g. `ctx agent chat` at its prompt) that never sent a
+// session request is not in a.conns; Stopping waits for its reader forever.
+func TestStopWithIdleConnection(t *testing.T) {
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }))
+	root, rt := t.TempDir(), t.TempDir()
+	os.MkdirAll(root+"/agent", 0o755)
+	cfg := &config.Config{Layout: layout.Layout{Root: root, Runtime: rt, UID: os.Getuid()}, Log: discard, Procs: &sync.WaitGroup{},
+		CancelGrace: 100 * time.Millisecond, ApprovalTimeout: time.Second}
+	pid, err := sys.Root.SpawnNamed(Props(cfg, "a"), "agent/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c net.Conn
+	for i := 0; i < 100; i++ {
+		if c, err = net.Dial("unix", cfg.Layout.RuntimeAgentSocket("a")); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(100 * time.Millisecond)
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Errorf("agent actor did not stop with one idle client connected: %v", err)
+	}
+}
