@@ -4,6 +4,10 @@
 # No API key needed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -x /usr/bin/bwrap ]; then
+  echo "demo: bubblewrap is needed (every agent and tool runs in it): sudo apt-get install bubblewrap" >&2
+  exit 1
+fi
 ctx="$here/bin/ctx"
 demo=$(mktemp -d /tmp/ctx-demo.XXXXXX)
 export CTX_ROOT="$demo/root" CTX_RUNTIME_DIR="$demo/run"
