@@ -34,4 +34,4 @@ echo
 echo '== the durable session log (events.jsonl):'
 cat "$CTX_ROOT/home/$(id -u)/agent/demo/session/default/events.jsonl"
 echo
-echo "== the tool ran in the sandbox through tsh; the daemon log is $demo/daemon.log"
+echo "== tsh call clock was authorized by the host (every layer) and ran in the bwrap sandbox; the daemon log is $demo/daemon.log"
