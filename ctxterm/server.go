@@ -523,8 +523,15 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 	_ = conn.SetReadDeadline(time.Time{})
 
 	c := &client{conn: conn, mode: h.Mode, pid: int(cred.Pid), uid: int(cred.Uid), since: time.Now(), wake: make(chan struct{}, 1)}
+	s.mu.Lock()
+	full := len(s.clients) >= s.cfg.MaxClients
+	s.mu.Unlock()
+	if full {
+		refuse(conn, fmt.Sprintf("too many clients (%d)", s.cfg.MaxClients))
+		return
+	}
 	if h.Mode == ModeAttach && h.Cols > 0 && h.Rows > 0 {
-		s.resize(c, h.Cols, h.Rows)
+		s.resize(c, h.Cols, h.Rows) // only a client that is let in may resize
 	}
 	s.mu.Lock()
 	if len(s.clients) >= s.cfg.MaxClients {
@@ -549,6 +556,10 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 	s.mu.Lock()
 	delete(s.clients, c)
 	s.mu.Unlock()
+	// Once out of s.clients neither dropSlow nor Serve's flush deadline
+	// reaches this connection: bound a writer stuck on a full socket (a
+	// half-closed peer that never reads) or <-writerDone never returns.
+	_ = conn.SetWriteDeadline(time.Now().Add(slowGrace))
 	c.setGone()
 	s.signalRoom()
 	<-writerDone

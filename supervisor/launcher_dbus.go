@@ -36,8 +36,17 @@ func (m *DBusManager) Close() { m.conn.Close() }
 
 // Ping asks the manager for its version.
 func (m *DBusManager) Ping(ctx context.Context) error {
-	_, err := m.conn.GetManagerProperty("Version")
-	return err
+	done := make(chan error, 1)
+	go func() { // GetManagerProperty takes no context: bound it here
+		_, err := m.conn.GetManagerProperty("Version")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // StartTransient starts argv as a transient service and waits for the job.

@@ -190,6 +190,11 @@ func (s *Shell) decide(tool, dir string) policy.Decision {
 	if ctl == "" {
 		return policy.Decision{Layer: policy.LayerAgent, Reason: fmt.Sprintf("CTX_AGENT %q is not a valid agent name", s.Env.Getenv("CTX_AGENT"))}
 	}
+	// The runtime shows agent/<name>.d (policy, label) in every view; if it
+	// is missing, the policy layer cannot be checked: fail closed.
+	if st, err := os.Lstat(ctl); err != nil || !st.IsDir() {
+		return policy.Decision{Layer: policy.LayerAgent, Reason: "agent control directory " + ctl + " is not visible, failing closed"}
+	}
 	label, err := policy.ReadLabel(filepath.Join(ctl, "label"))
 	if err != nil {
 		return policy.Decision{Layer: policy.LayerTool, Reason: "invalid label, failing closed: " + err.Error()}

@@ -243,8 +243,15 @@ func checkWorkspace(l layout.Layout, r *ipc.Request) error {
 	// The runtime's own trees are never a workspace: an agent would write
 	// its session logs, controls and tools (a workspace that merely
 	// contains them gets them hidden by a tmpfs in the sandbox).
+	ws := filepath.Clean(r.Workspace)
+	if real, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = real // a path through a symlink is judged by where it leads
+	}
 	for _, own := range []string{l.Root, l.Runtime} {
-		if rel, err := filepath.Rel(own, filepath.Clean(r.Workspace)); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		if real, err := filepath.EvalSymlinks(own); err == nil {
+			own = real
+		}
+		if rel, err := filepath.Rel(own, ws); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 			return fmt.Errorf("workspace %q: inside %s, which only the runtime writes: %w", r.Workspace, own, ipc.ErrBadRequest)
 		}
 	}

@@ -8,8 +8,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -130,6 +133,11 @@ func (a *Actor) onStarted(c actor.Context) {
 	go func() {
 		l, recs, err := store.Open(dir)
 		if err == nil {
+			// terminal/ exists from the start as the host's own directory, so
+			// no sandbox (which sees it read-only) can plant files in it first.
+			if merr := os.Mkdir(filepath.Join(dir, "terminal"), 0o700); merr != nil && !errors.Is(merr, fs.ErrExist) {
+				log.Warn("could not create the terminal resource directory", "err", merr)
+			}
 			// spec: L4 — interrupted runs are concluded before the first
 			// request is served, so a resume never streams a history whose
 			// open run has no done.

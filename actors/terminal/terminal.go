@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -80,9 +81,12 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onFinished(c, m)
 	case *stopFailed:
 		a.onStopFailed(c, m)
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// A restart replaces this incarnation: its goroutines (Wait on the
+		// process, a launch) must not report to the next one, which adopts
+		// the terminal itself — or one end is recorded twice.
 		a.onStopping()
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
@@ -303,11 +307,32 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
 		return Receipt{}, fmt.Errorf("workspace %q: not a directory: %w", workspace, ErrBadWorkspace)
 	}
+	// As on the agent socket: the runtime's own trees are never a workspace
+	// (the agent would write its .d/ controls, tools and session logs).
+	// Resolved, so a symlinked path cannot smuggle them in.
+	real, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("workspace %q: %v: %w", workspace, err, ErrBadWorkspace)
+	}
+	for _, own := range []string{l.Root, l.Runtime} {
+		if o, err := filepath.EvalSymlinks(own); err == nil {
+			own = o
+		}
+		if rel, err := filepath.Rel(own, real); err == nil && filepath.IsLocal(rel) {
+			return Receipt{}, fmt.Errorf("workspace %q: inside %s, which only the runtime writes: %w", workspace, own, ErrBadWorkspace)
+		}
+	}
 	dir := l.TerminalDir(agent, session)
 	_, idErr := termres.ID(dir)
 	id, err := termres.Ensure(dir) // spec: T5
 	if err != nil {
 		return Receipt{}, err
+	}
+	// The session directory is writable inside every sandbox of the agent,
+	// and terminal/ is only bound read-only once it exists: refuse a
+	// terminal/ that is not a real directory (a symlink planted from inside).
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return Receipt{}, fmt.Errorf("terminal resource %s: not a directory", dir)
 	}
 	if errors.Is(idErr, os.ErrNotExist) {
 		if err := termres.Append(dir, termres.Event{Type: termres.Created, ID: id}); err != nil {
@@ -401,12 +426,18 @@ func recordEnd(l layout.Layout, rec Receipt, reason string, ex Exit) Receipt {
 	return c
 }
 
+// touch creates p if needed; p must be a regular file, never a symlink
+// (it is bound read-write into the terminal's sandbox).
 func touch(p string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return fmt.Errorf("terminal: %w", err)
 	}
-	return f.Close()
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("terminal: %s: not a regular file", p)
+	}
+	return nil
 }
 
 // ErrNotServed: the terminal's process did not serve its socket in time.

@@ -187,8 +187,9 @@ func (e *endpoint) statusError(resp *http.Response) *StatusError {
 	} else {
 		se.Message = strings.TrimSpace(string(data))
 	}
-	se.Type = e.redact(bound(se.Type, 100))
-	se.Message = e.redact(bound(strings.ToValidUTF8(se.Message, "\uFFFD"), 512))
+	// Redact before bounding: a key cut by the bound would survive as a prefix.
+	se.Type = bound(e.redact(se.Type), 100)
+	se.Message = bound(e.redact(strings.ToValidUTF8(se.Message, "\uFFFD")), 512)
 	return se
 }
 

@@ -117,6 +117,14 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	if v.Def.Kind == agentdef.KindExec {
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: v.Def.Object, Dst: v.AgentPath()})
 	}
+	// spec: V3 — tsh inside the view (the persistent terminal has no host
+	// check) must see the agent policy and label: the .d directory exists
+	// in the view, holding these two files read-only when they exist.
+	ctl := v.AgentPath() + ".d"
+	s.Dirs = append(s.Dirs, ctl)
+	for _, f := range []string{"policy", "label"} {
+		s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(v.Def.Control, f), Dst: ctl + "/" + f, Try: true})
+	}
 	if v.Workspace != "" {
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: v.Workspace, Dst: layout.SandboxWorkspace, Write: true})
 		// A workspace such as $HOME can contain CTX_ROOT (~/.local/share/cortexfs)

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
@@ -128,7 +129,7 @@ func AppendFile(path string, ev Event) error {
 		return fmt.Errorf("termres.append: %w", err)
 	}
 	line = append(line, '\n')
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("termres.append: %w", err)
 	}
