@@ -171,6 +171,10 @@ func TestAgentViewIgnoresTshrc(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(w.home, ".tshrc"), []byte("CTX_PATH=$(touch "+w.marker+")\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The agent view shows the agent's .d/ (policy, label); without it tsh fails closed.
+	if err := os.MkdirAll(filepath.Join(w.home, "root", "agent", "coder.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	env := w.env("CTX_AGENT=coder", "CTX_AGENT_SUBJECT=0:coder:s", "CTX_ROOT="+filepath.Join(w.home, "root"))
 	if stdout, stderr, code := run(t, env, "call", "ok"); code != 0 || stdout != "ran\n" {
 		t.Fatalf("%d %q %q", code, stdout, stderr)
@@ -319,6 +323,9 @@ func TestAgentSessionState(t *testing.T) {
 	w := newWorld(t)
 	root := filepath.Join(w.home, "root")
 	script(t, w.tools, "bash", "exit 0", 0o755)
+	if err := os.MkdirAll(filepath.Join(root, "agent", "coder.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	env := w.env("CTX_ROOT="+root, "CTX_AGENT=coder", "CTX_AGENT_SUBJECT=1000:coder:default")
 	if _, stderr, code := run(t, env, "pin", "bash"); code != 0 {
 		t.Fatalf("%d %s", code, stderr)
