@@ -10,6 +10,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/envelope"
+	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/sandbox"
@@ -34,6 +35,12 @@ func BenchmarkSendVsDirect(b *testing.B) {
 	}
 	ws := b.TempDir()
 	c := w.dial("bench")
+	// The launcher registers a launch root and holds bwrap on --block-fd as
+	// the runtime does (U2): the same sandbox flags, the same start sequence.
+	roots, err := launchroot.New(os.Getuid())
+	if err != nil {
+		b.Fatal(err)
+	}
 	var direct, socket, cli time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -42,7 +49,8 @@ func BenchmarkSendVsDirect(b *testing.B) {
 		run := "run-direct-" + strconv.Itoa(i)
 		v := sandbox.View{Layout: l, Def: def, Session: "direct", Run: run, Workspace: ws}
 		stdin, _ := envelope.Encode(&envelope.Envelope{Schema: envelope.Schema, Run: run, Input: "echo hi", HistoryMessages: "[]"})
-		p, err := proc.Start(proc.Options{Bwrap: "/usr/bin/bwrap", Spec: v.Spec([]string{v.AgentPath()}, v.AgentEnv(0)), Stdin: stdin})
+		p, err := proc.Start(proc.Options{Bwrap: "/usr/bin/bwrap", Spec: v.Spec([]string{v.AgentPath()}, v.AgentEnv(0)), Stdin: stdin,
+			Roots: roots, Ident: v.Identity()})
 		if err != nil {
 			b.Fatal(err)
 		}
