@@ -185,9 +185,12 @@ func cutUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// ReadState reads a state file; an absent file is the empty state.
+// ReadState reads a state file; an absent file is the empty state. The file
+// lives in a session directory the sandbox can write, and the host reads it
+// before every run: a symlink is not followed, and a FIFO or device is
+// refused without blocking (O_NONBLOCK), never waited on.
 func ReadState(path string) (State, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return State{Version: 1}, nil
@@ -195,6 +198,11 @@ func ReadState(path string) (State, error) {
 		return State{}, fmt.Errorf("tool context %s: %w", path, err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return State{}, fmt.Errorf("tool context %s: %w", path, err)
+	} else if !st.Mode().IsRegular() {
+		return State{}, fmt.Errorf("tool context %s: not a regular file", path)
+	}
 	var s State
 	dec := json.NewDecoder(&limitedReader{f: f, n: maxStateSize})
 	if err := dec.Decode(&s); err != nil {

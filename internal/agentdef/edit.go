@@ -7,10 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/policy"
 )
 
 // CreateOptions are the flags of `ctx agent create`.
@@ -37,15 +41,20 @@ func Create(l layout.Layout, name string, o CreateOptions) error {
 	if (o.Exec == "") == (len(o.Models) == 0) && o.Exec == "" {
 		return fmt.Errorf("create %q: give --exec PATH or --model MODEL: %w", name, ErrInvalid)
 	}
-	for _, m := range o.Models {
-		if err := checkModel(m); err != nil {
-			return fmt.Errorf("create %q: %v: %w", name, err, ErrInvalid)
-		}
+	// The same checks Load applies, duplicates included: create never
+	// writes a definition that does not load.
+	if _, err := Lines([]byte(strings.Join(o.Models, "\n")+"\n"), checkModel); len(o.Models) > 0 && err != nil {
+		return fmt.Errorf("create %q: --model: %v: %w", name, err, ErrInvalid)
 	}
+	seen := map[string]bool{}
 	for _, t := range o.Tools {
 		if err := layout.CheckName("tool", t); err != nil {
 			return err
 		}
+		if seen[t] {
+			return fmt.Errorf("create %q: --tools: duplicate %q: %w", name, t, ErrInvalid)
+		}
+		seen[t] = true
 	}
 	if o.Approval != "" && o.Approval != "auto" && o.Approval != "ask" {
 		return fmt.Errorf("create %q: --approval must be auto or ask: %w", name, ErrInvalid)
@@ -53,51 +62,80 @@ func Create(l layout.Layout, name string, o CreateOptions) error {
 	if _, err := os.Lstat(l.AgentObject(name)); err == nil {
 		return fmt.Errorf("create %q: %w", name, ErrExists)
 	}
+	// Read the executable before anything is written: a create that fails
+	// must not leave control files for the next create of this name.
+	var object []byte
+	if o.Exec != "" {
+		const maxExec = 512 << 20
+		src, err := os.Open(o.Exec)
+		if err != nil {
+			return fmt.Errorf("create %q: %w", name, err)
+		}
+		object, err = io.ReadAll(io.LimitReader(src, maxExec+1))
+		src.Close()
+		if err != nil {
+			return fmt.Errorf("create %q: read %s: %w", name, o.Exec, err)
+		}
+		if len(object) > maxExec {
+			return fmt.Errorf("create %q: %s is larger than %d bytes: %w", name, o.Exec, maxExec, ErrInvalid)
+		}
+	} else {
+		object = []byte(fmt.Sprintf("Model agent %s (%s).\n", name, strings.Join(o.Models, ", ")))
+	}
 	if err := os.MkdirAll(l.AgentControl(name), 0o755); err != nil {
 		return fmt.Errorf("create %q: %w", name, err)
-	}
-	ctl := func(c, v string) error {
-		return atomicfile.WriteFile(filepath.Join(l.AgentControl(name), c), []byte(v), 0o644)
 	}
 	window := o.Window
 	if window == "" {
 		window = "auto"
 	}
-	if err := ctl("window", window+"\n"); err != nil { // spec: W1
-		return err
+	// The files create owns; one that is not written now is removed, so a
+	// control directory left by an earlier failed create or an interrupted
+	// rm cannot change the kind, tools or approval of the new agent.
+	files := []struct{ name, value string }{
+		{"window", window + "\n"}, // spec: W1
+		{"approval", ""}, {"tools", ""}, {"model", ""}, {"abi", ""},
 	}
 	if o.Approval != "" {
-		if err := ctl("approval", o.Approval+"\n"); err != nil {
-			return err
-		}
+		files[1].value = o.Approval + "\n"
 	}
 	if len(o.Tools) > 0 {
-		if err := ctl("tools", strings.Join(o.Tools, "\n")+"\n"); err != nil {
-			return err
-		}
+		files[2].value = strings.Join(o.Tools, "\n") + "\n"
 	}
 	if len(o.Models) > 0 {
-		if err := ctl("model", strings.Join(o.Models, "\n")+"\n"); err != nil {
-			return err
-		}
+		files[3].value = strings.Join(o.Models, "\n") + "\n"
 	}
 	if o.Exec != "" {
-		if err := ctl("abi", ABI+"\n"); err != nil {
-			return err
-		}
-		src, err := os.Open(o.Exec)
-		if err != nil {
-			return fmt.Errorf("create %q: %w", name, err)
-		}
-		defer src.Close()
-		b, err := io.ReadAll(io.LimitReader(src, 512<<20))
-		if err != nil {
-			return fmt.Errorf("create %q: read %s: %w", name, o.Exec, err)
-		}
-		return atomicfile.WriteFile(l.AgentObject(name), b, 0o755)
+		files[4].value = ABI + "\n"
 	}
-	desc := fmt.Sprintf("Model agent %s (%s).\n", name, strings.Join(o.Models, ", "))
-	return atomicfile.WriteFile(l.AgentObject(name), []byte(desc), 0o644)
+	var written []string
+	undo := func(err error) error {
+		for _, p := range written {
+			_ = os.Remove(p)
+		}
+		return fmt.Errorf("create %q: %w", name, err)
+	}
+	for _, f := range files {
+		p := filepath.Join(l.AgentControl(name), f.name)
+		if f.value == "" {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return undo(err)
+			}
+			continue
+		}
+		if err := atomicfile.WriteFile(p, []byte(f.value), 0o644); err != nil {
+			return undo(err)
+		}
+		written = append(written, p)
+	}
+	mode := fs.FileMode(0o644)
+	if o.Exec != "" {
+		mode = 0o755
+	}
+	if err := atomicfile.WriteFile(l.AgentObject(name), object, mode); err != nil {
+		return undo(err)
+	}
+	return nil
 }
 
 // Remove deletes the definition (object and control directory). Sessions
@@ -179,6 +217,16 @@ func Set(l layout.Layout, name, control, value string, extra Validator) error {
 	if _, err := os.Lstat(l.AgentObject(name)); err != nil {
 		return fmt.Errorf("agent %q: %w", name, ErrNoSuchAgent)
 	}
+	// One set at a time per definition: window and model are checked as a
+	// pair (W5), so a check and its write must not interleave with another's.
+	if err := os.MkdirAll(l.AgentControl(name), 0o755); err != nil {
+		return err
+	}
+	unlock, err := lockDir(l.AgentControl(name))
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if control == "tools" || control == "groups" || control == "model" {
 		value = strings.Join(strings.Split(strings.TrimSuffix(value, "\n"), ","), "\n")
 	}
@@ -186,7 +234,7 @@ func Set(l layout.Layout, name, control, value string, extra Validator) error {
 		value += "\n"
 	}
 	b := []byte(value)
-	var err error
+
 	switch control {
 	case "abi":
 		if v, e := OneLine(b); e != nil || v != ABI {
@@ -207,7 +255,33 @@ func Set(l layout.Layout, name, control, value string, extra Validator) error {
 		if v, err = OneLine(b); err == nil {
 			err = CheckCTXPath(v)
 		}
-	case "label", "uid", "gid", "cwd", "root", "window":
+	case "uid", "gid":
+		var v string
+		if v, err = OneLine(b); err == nil {
+			if n, cerr := strconv.Atoi(v); cerr != nil || n < 0 || strconv.Itoa(n) != v {
+				err = fmt.Errorf("%s must be one decimal id", control)
+			}
+		}
+	case "cwd":
+		var v string
+		if v, err = OneLine(b); err == nil && !filepath.IsAbs(v) {
+			err = fmt.Errorf("cwd %q: not absolute", v)
+		}
+	case "root":
+		var v string
+		if v, err = OneLine(b); err == nil && v != "/" {
+			err = fmt.Errorf("root %q: only / is supported", v)
+		}
+	case "label":
+		var v string
+		if v, err = OneLine(b); err == nil {
+			err = layout.CheckName("label", v) // what policy.ReadLabel accepts
+		}
+	case "mount":
+		_, _, err = ParseMount(b)
+	case "policy":
+		_, err = policy.Parse(policy.AgentPolicy, control, b)
+	case "window":
 		_, err = OneLine(b)
 	}
 	if err == nil && extra != nil {
@@ -220,4 +294,17 @@ func Set(l layout.Layout, name, control, value string, extra Validator) error {
 		return err
 	}
 	return atomicfile.WriteFile(filepath.Join(l.AgentControl(name), control), b, 0o644)
+}
+
+// lockDir takes an exclusive flock on a directory until the returned func runs.
+func lockDir(dir string) (func(), error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
 }

@@ -63,16 +63,22 @@ func (c *UnitsCmd) Run(env *Env) error {
 			fmt.Fprintf(env.Stderr, "ctx: warning: CTX_RUNTIME_DIR=%s, but ctx.socket listens in $XDG_RUNTIME_DIR/cortexfs: clients with this setting will not reach the socket-activated daemon\n", rt)
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("install-units: %w", err)
-	}
-	for _, name := range systemd.Names {
+	// Render every unit before writing any: a refused ctx.service must not
+	// leave a new ctx.socket beside a missing or older service.
+	rendered := make([][]byte, len(systemd.Names))
+	for i, name := range systemd.Names {
 		b, err := systemd.Render(name, bin, extra)
 		if err != nil {
 			return Exit(ExitUsage, err)
 		}
+		rendered[i] = b
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("install-units: %w", err)
+	}
+	for i, name := range systemd.Names {
 		p := filepath.Join(dir, name)
-		if err := atomicfile.WriteFile(p, b, 0o644); err != nil {
+		if err := atomicfile.WriteFile(p, rendered[i], 0o644); err != nil {
 			return fmt.Errorf("install-units: %w", err)
 		}
 		fmt.Fprintf(env.Stdout, "wrote %s\n", p)

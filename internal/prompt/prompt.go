@@ -318,7 +318,9 @@ func (a *assembly) messages() []Message {
 func Build(in Inputs) (*Result, error) {
 	fsys := in.fsys
 	if fsys == nil {
-		fsys = osFS{}
+		// spec: V2 — discovery stays inside the directories the agent's view
+		// shows; no symlink below them is followed (see osFS).
+		fsys = osFS{roots: []string{in.Workspace.Host, in.AgentHome.Host, in.CtxHome.Host}}
 	}
 	r := &Result{BudgetChars: -1}
 	warn := func(format string, a ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, a...)) }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
@@ -42,8 +41,14 @@ func WriteSnapshots(sessionDir string, rules string, skills []Skill) (err error)
 
 // writeIfChanged replaces path atomically unless it already holds data: the
 // snapshots rarely change between runs, and each replacement costs two fsyncs.
+//
+// The session directory is writable from inside the sandbox, so the old
+// file is read like any agent-controlled file: never through a symlink,
+// never from a FIFO or device (O_NONBLOCK, regular files only), and never
+// more than len(data)+1 bytes. Anything else is simply replaced: the rename
+// swaps out a planted symlink or FIFO without following it.
 func writeIfChanged(path string, data []byte) error {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+	if old, truncated, err := readBounded(osFS{}, path, len(data), true); err == nil && !truncated && bytes.Equal(old, data) {
 		return nil
 	}
 	return atomicfile.WriteFile(path, data, 0o600)
