@@ -22,11 +22,8 @@ import (
 // the same agent the same way (the same bwrap view and flags) and feeds it
 // the same envelope. The ratios are the runtime's own cost.
 func BenchmarkSendVsDirect(b *testing.B) {
-	t := &testing.T{}
-	w := newWorld(t)
-	w.t = t
+	w := newWorld(b)
 	w.start()
-	defer w.stopQuiet()
 	w.mustCtx("agent", "create", "bench", "--exec", binDir+"/testagent")
 	l := layout.Layout{Root: w.root, Runtime: w.run, UID: os.Getuid()}
 	def, err := agentdef.Load(l, "bench")
@@ -90,11 +87,8 @@ func BenchmarkSendVsDirect(b *testing.B) {
 // against a bare `bwrap --unshare-all … true` and a direct exec of the same
 // tool. The ratios are the tool path's cost.
 func BenchmarkToolCallVsBwrap(b *testing.B) {
-	t := &testing.T{}
-	w := newWorld(t)
-	w.t = t
+	w := newWorld(b)
 	w.start()
-	defer w.stopQuiet()
 	w.tool("clock", "#!/bin/sh\necho tick\n")
 	w.mustCtx("agent", "create", "tb", "--exec", binDir+"/testagent")
 	c := w.dial("tb")

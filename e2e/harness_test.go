@@ -75,7 +75,7 @@ func setup(m *testing.M) (int, error) {
 
 // world is one isolated ctx installation: its own roots and daemon.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	root   string
 	run    string
 	ctxBin string
@@ -85,7 +85,7 @@ type world struct {
 	exited chan struct{}
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	base, err := os.MkdirTemp("/tmp", "ctxe2e")
 	if err != nil {
@@ -288,7 +288,7 @@ type frame struct {
 
 // client is a raw socket client.
 type client struct {
-	t *testing.T
+	t testing.TB
 	c net.Conn
 	r *bufio.Reader
 }
