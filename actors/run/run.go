@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -588,6 +587,3 @@ func (a *Actor) killAll() {
 		a.stop()
 	}
 }
-
-// ID makes a fresh run id.
-func ID(seq int64, rnd string) string { return "run-" + strconv.FormatInt(seq, 10) + "-" + rnd }

@@ -648,9 +648,6 @@ func (a *Actor) closeWriter(_ error) {
 	a.in = nil
 }
 
-// Dir is the session directory (for tests and tools).
-func (a *Actor) Dir() string { return filepath.Clean(a.dir) }
-
 // append hands a frame to the writer; with no writer (a broken log) it is dropped.
 func (a *Actor) append(f ipc.Frame) {
 	f.Session = a.key.Name

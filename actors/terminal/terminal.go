@@ -271,9 +271,19 @@ func (a *Actor) onFinished(c actor.Context, m *finished) {
 	a.replayStarts(c)
 }
 
+// onStatus reads the resource files off the actor and answers the asker.
 func (a *Actor) onStatus(c actor.Context) {
-	st, err := Describe(a.cfg.Layout, a.agent, a.session)
-	c.Respond(&StatusResponse{Status: st, Err: err})
+	to, l, agent, session := c.Sender(), a.cfg.Layout, a.agent, a.session
+	if to == nil {
+		return
+	}
+	self, root := c.Self(), c.ActorSystem().Root
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		st, err := Describe(l, agent, session)
+		root.RequestWithCustomSender(to, &StatusResponse{Status: st, Err: err}, self)
+	}()
 }
 
 func (a *Actor) reply(c actor.Context, to *actor.PID, m any) {
