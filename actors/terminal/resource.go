@@ -68,7 +68,7 @@ func Env(v sandbox.View) map[string]string {
 // directory and the events file. outlive drops --die-with-parent (the
 // built-in launcher: the terminal survives a daemon restart). spec: B1 B2 T1
 func Spec(l layout.Layout, def *agentdef.Def, session, id, workspace string, outlive bool) bwrap.Spec {
-	v := sandbox.View{Layout: l, Def: def, Session: session, Scope: layout.ScopePrivate, Run: id,
+	v := sandbox.View{Layout: l, Def: def, Session: session, Scope: layout.ScopePrivate, Run: id, Tsh: true,
 		Workspace: workspace, Cwd: layout.SandboxWorkspace}
 	argv := []string{Server, "--listen", SandboxSocket, "--events", SandboxEvents, "--", Program}
 	s := v.Spec(argv, Env(v))

@@ -130,6 +130,7 @@ func (a *Actor) report(c actor.Context, r *Result) {
 
 func (a *Actor) spawn(c actor.Context) {
 	v := a.call.View
+	v.Tsh = a.prep.tool == nil // tsh itself runs (list, load, pin, context …)
 	spec := v.Spec(a.prep.argv, v.ToolEnv())
 	tool := a.prep.tool
 	a.prep.tool = nil // the goroutine owns the checked file from here

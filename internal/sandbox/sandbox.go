@@ -26,6 +26,11 @@ type View struct {
 	Run       string
 	Workspace string // host directory bound at /workspace, or ""
 	Cwd       string // working directory inside the view ("" = default)
+	// Tsh marks a view that runs tsh (the terminal, a tsh command): it also
+	// sees this session's directory (tools.json) and the agent's .d/policy
+	// and .d/label, which tsh enforces itself. An agent step or a checked
+	// tool the host runs directly needs neither (fewer mounts, faster start).
+	Tsh bool
 }
 
 // Subject is CTX_AGENT_SUBJECT: <uid>:<agent>:<session>.
@@ -120,10 +125,12 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	// spec: V3 — tsh inside the view (the persistent terminal has no host
 	// check) must see the agent policy and label: the .d directory exists
 	// in the view, holding these two files read-only when they exist.
-	ctl := v.AgentPath() + ".d"
-	s.Dirs = append(s.Dirs, ctl)
-	for _, f := range []string{"policy", "label"} {
-		s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(v.Def.Control, f), Dst: ctl + "/" + f, Try: true})
+	if v.Tsh {
+		ctl := v.AgentPath() + ".d"
+		s.Dirs = append(s.Dirs, ctl)
+		for _, f := range []string{"policy", "label"} {
+			s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(v.Def.Control, f), Dst: ctl + "/" + f, Try: true})
+		}
 	}
 	if v.Workspace != "" {
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: v.Workspace, Dst: layout.SandboxWorkspace, Write: true})
@@ -157,13 +164,16 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	// keep tools.json there, with the durable log read-only (X7: only the
 	// host writes frames).
 	if v.Session != "" {
+		// Other sessions are hidden from every process of the view.
+		s.TmpfsAfter = append(s.TmpfsAfter, layout.SandboxHome+"/session")
+	}
+	if v.Session != "" && v.Tsh {
 		scope := v.Scope
 		if scope == "" {
 			scope = layout.ScopePrivate
 		}
 		dir := l.SessionDir(v.Def.Name, scope, v.Session)
 		at := v.SessionPath()
-		s.TmpfsAfter = append(s.TmpfsAfter, layout.SandboxHome+"/session")
 		s.MountsAfter = append(s.MountsAfter,
 			bwrap.Mount{Src: dir, Dst: at, Write: true, Try: true},
 			bwrap.Mount{Src: filepath.Join(dir, "events.jsonl"), Dst: at + "/events.jsonl", Try: true},

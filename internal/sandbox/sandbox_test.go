@@ -26,6 +26,7 @@ func view(t *testing.T) View {
 // read-only over it; the session log is read-only; other sessions hidden. spec: B1 B2 X7
 func TestSpecView(t *testing.T) {
 	v := view(t)
+	v.Tsh = true
 	a, err := v.Spec([]string{"/x"}, v.ToolEnv()).Args()
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,24 @@ func TestSpecView(t *testing.T) {
 		if !strings.Contains(j, want) {
 			t.Errorf("missing %q in\n%s", want, j)
 		}
+	}
+}
+
+// TestSpecViewWithoutTsh: an agent step or a checked tool the host runs
+// directly sees no session directory and no .d/, yet other sessions stay
+// hidden. spec: X7
+func TestSpecViewWithoutTsh(t *testing.T) {
+	v := view(t)
+	a, err := v.Spec([]string{"/x"}, v.ToolEnv()).Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := strings.Join(a, " ")
+	if !strings.Contains(j, "--tmpfs /home/agent/session") {
+		t.Errorf("other sessions not hidden:\n%s", j)
+	}
+	if strings.Contains(j, "/session/s") || strings.Contains(j, "/ctx/agent/a.d") {
+		t.Errorf("session or .d bound without tsh:\n%s", j)
 	}
 }
 
