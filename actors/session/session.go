@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,7 @@ type Actor struct {
 	stash   []any
 
 	recs   []store.Record
+	msgs   []store.Message // the conversation (messages.jsonl), derived from recs
 	reqs   map[string]*reqInfo
 	active *active
 	queue  []*pending
@@ -269,6 +271,9 @@ func (a *Actor) reqsByRun(run string) *reqInfo {
 }
 
 func (a *Actor) index(f *ipc.Frame) {
+	if m := store.MessageOf(f); m != nil {
+		a.msgs = append(a.msgs, *m) // the conversation, kept as it commits
+	}
 	switch f.Type {
 	case ipc.TypeUser, ipc.TypeStart:
 		if ri := a.reqs[f.ID]; ri == nil && f.ID != "" {
@@ -413,12 +418,12 @@ func (a *Actor) history() string {
 		Content string `json:"content"`
 		Name    string `json:"name,omitempty"`
 	}
-	var all []json.RawMessage
-	for i := range a.recs {
-		m := store.MessageOf(&a.recs[i].Frame)
-		if m == nil {
-			continue
-		}
+	// Newest first until the cap, then back in order: the cost follows the
+	// cap, not the length of the session.
+	var tail []json.RawMessage
+	size := 2
+	for i := len(a.msgs) - 1; i >= 0; i-- {
+		m := &a.msgs[i]
 		var x msg
 		switch m.Role {
 		case "user", "assistant":
@@ -429,30 +434,34 @@ func (a *Actor) history() string {
 			continue
 		}
 		b, _ := json.Marshal(x)
-		all = append(all, b)
+		if size+len(b)+1 > MaxHistory {
+			break
+		}
+		size += len(b) + 1
+		tail = append(tail, b)
 	}
-	size, i := 2, len(all)
-	for i > 0 && size+len(all[i-1])+1 <= MaxHistory {
-		size += len(all[i-1]) + 1
-		i--
-	}
-	b, _ := json.Marshal(all[i:])
-	if string(b) == "null" {
+	slices.Reverse(tail)
+	if len(tail) == 0 {
 		return "[]"
 	}
+	b, _ := json.Marshal(tail)
 	return string(b)
 }
+
+// MaxPromptHistory bounds the history handed to the prompt builder: the
+// newest messages up to this much content (far above any window's budget;
+// the builder then fits what the window allows, newest first — W9).
+const MaxPromptHistory = 64 << 20
 
 // historyMsgs is the conversation so far as runprep sees it — exactly what
 // `ctx agent prompt` reads from messages.jsonl (R4).
 func (a *Actor) historyMsgs() []runprep.Message {
-	var msgs []store.Message
-	for i := range a.recs {
-		if m := store.MessageOf(&a.recs[i].Frame); m != nil {
-			msgs = append(msgs, *m)
-		}
+	i, size := len(a.msgs), 0
+	for i > 0 && size+len(a.msgs[i-1].Text)+len(a.msgs[i-1].Content) <= MaxPromptHistory {
+		size += len(a.msgs[i-1].Text) + len(a.msgs[i-1].Content)
+		i--
 	}
-	return runprep.History(msgs)
+	return runprep.History(a.msgs[i:])
 }
 
 func (a *Actor) onResume(m *Request) {
