@@ -49,23 +49,7 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, emit func(Event) er
 	}
 	defer s.Close()
 	dec := &anthropicDecoder{name: a.ep.name, redact: a.ep.redact}
-	send := guard(ctx, emit)
-	for {
-		ev, err := s.next("message_stop")
-		if err != nil {
-			return err
-		}
-		done, err := dec.event(ev.Data, send)
-		if err != nil {
-			if cerr := s.ctxError(); cerr != nil {
-				return cerr
-			}
-			return err
-		}
-		if done {
-			return nil
-		}
-	}
+	return s.pump("message_stop", dec.event, guard(ctx, emit), nil)
 }
 
 // guard stops emitting once ctx is done (spec: X12) and marks the caller's

@@ -232,3 +232,28 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// pump reads events until the decoder reports the end of the message. A
+// read error goes through onNextErr when given; a decode error after a
+// cancel is reported as the cancel.
+func (s *stream) pump(end string, event func(string, func(Event) error) (bool, error), send func(Event) error, onNextErr func(error) error) error {
+	for {
+		ev, err := s.next(end)
+		if err != nil {
+			if onNextErr != nil {
+				return onNextErr(err)
+			}
+			return err
+		}
+		done, err := event(ev.Data, send)
+		if err != nil {
+			if cerr := s.ctxError(); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}

@@ -58,27 +58,14 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, emit func(Event) error
 	defer s.Close()
 	dec := &openaiDecoder{name: o.ep.name, redact: o.ep.redact}
 	send := guard(ctx, emit)
-	for {
-		ev, err := s.next("[DONE]")
-		if err != nil {
-			// Some compatible servers close right after the finish_reason
-			// chunk; nothing of the message is missing then.
-			if dec.finished && errors.Is(err, ErrIncomplete) && s.ctxError() == nil {
-				return dec.finish(send)
-			}
-			return err
+	return s.pump("[DONE]", dec.event, send, func(err error) error {
+		// Some compatible servers close right after the finish_reason
+		// chunk; nothing of the message is missing then.
+		if dec.finished && errors.Is(err, ErrIncomplete) && s.ctxError() == nil {
+			return dec.finish(send)
 		}
-		done, err := dec.event(ev.Data, send)
-		if err != nil {
-			if cerr := s.ctxError(); cerr != nil {
-				return cerr
-			}
-			return err
-		}
-		if done {
-			return nil
-		}
-	}
+		return err
+	})
 }
 
 // Wire types of the Chat Completions request.
