@@ -472,6 +472,13 @@ func TestBadInputTable(t *testing.T) {
 		{"approve with nothing pending", `{"op":"approve","run":"r","id":"c","decision":"allow_once"}`, "bad_request"},
 		{"cancel unknown run", `{"op":"cancel","session":"s","id":"run-9"}`, "not_found"},
 		{"invalid utf-8", "{\"op\":\"ping\",\"id\":\"\xff\"}", "bad_request"},
+		// issue 11 item 8: a ping that once started a run, and its kin.
+		{"case-variant op", `{"op":"ping","OP":"send","id":"a","session":"s","input":"x"}`, "bad_request"},
+		{"duplicate op", `{"op":"ping","op":"send","id":"a","session":"s","input":"x"}`, "bad_request"},
+		{"duplicate input", `{"op":"send","id":"a","session":"s","input":"x","input":"y"}`, "bad_request"},
+		{"case-variant session", `{"op":"send","id":"a","session":"s","Session":"t","input":"x"}`, "bad_request"},
+		// issue 16 item 15: an explicit empty session is not "default".
+		{"empty session", `{"op":"send","id":"a","session":"","input":"x"}`, "bad_name"},
 	}
 	c := w.dial("b")
 	for _, tc := range cases {
@@ -485,10 +492,11 @@ func TestBadInputTable(t *testing.T) {
 			t.Errorf("%s: connection not usable after: %s", tc.name, f.raw)
 		}
 	}
-	if _, err := os.Stat(w.sessionDir("b", "s") + "/events.jsonl"); err == nil {
-		ev := w.events("b", "s")
-		if len(ev) != 0 {
-			t.Errorf("bad requests recorded: %v", ev)
+	for _, sess := range []string{"s", "t", "default"} {
+		if _, err := os.Stat(w.sessionDir("b", sess) + "/events.jsonl"); err == nil {
+			if ev := w.events("b", sess); len(ev) != 0 {
+				t.Errorf("bad requests recorded in %s: %v", sess, ev)
+			}
 		}
 	}
 	// A line over 1 MiB: error, then the connection is closed.

@@ -160,7 +160,9 @@ func TestConnDropsClientThatNeverReads(t *testing.T) {
 			n++
 		}
 	}
-	if n == 0 || n > sent {
+	// n may be 0: on a loaded machine the queue can fill before the writer
+	// goroutine first runs, and the drop closes the socket at once.
+	if n > sent {
 		t.Fatalf("read %d lines of %d sent", n, sent)
 	}
 	t.Logf("sent %d, delivered %d, told slow_client: %v", sent, n, told)

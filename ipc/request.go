@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"unicode/utf8"
 
+	"github.com/cortexfs/ctx/internal/jsonobj"
 	"github.com/cortexfs/ctx/internal/layout"
 )
 
@@ -33,6 +34,9 @@ type Request struct {
 	Run       string   `json:"run,omitempty"`
 	Decision  string   `json:"decision,omitempty"`
 }
+
+// requestKeys are the JSON names of Request's fields, exactly as spelled.
+var requestKeys = []string{"op", "id", "session", "scope", "cwd", "workspace", "input", "args", "run", "decision"}
 
 // Request ops.
 const (
@@ -76,14 +80,25 @@ func ParseRequest(line []byte) (*Request, error) {
 	if !utf8.Valid(line) {
 		return nil, fmt.Errorf("request is not valid UTF-8: %w", ErrBadRequest)
 	}
+	// issue 11 item 8: as strict as the envelope parser — a duplicate key or
+	// one that differs from a field only in case is refused (encoding/json
+	// alone would match "OP" to op and keep the last duplicate).
+	keys, err := jsonobj.Keys(line)
+	if err != nil {
+		return nil, fmt.Errorf("request: %v: %w", err, ErrBadRequest)
+	}
+	if err := jsonobj.Only(keys, requestKeys...); err != nil {
+		return nil, fmt.Errorf("request: %v: %w", err, ErrBadRequest)
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var r Request
 	if err := dec.Decode(&r); err != nil {
 		return nil, fmt.Errorf("request is not a JSON object of known fields: %v: %w", err, ErrBadRequest)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("trailing data after the request object: %w", ErrBadRequest)
+	if _, ok := keys["session"]; ok && r.Session == "" {
+		// issue 16 item 15: an explicit empty name is a bad name, not "default".
+		return nil, layout.CheckName("session", r.Session)
 	}
 	bad := func(format string, a ...any) (*Request, error) {
 		return nil, fmt.Errorf(format+": %w", append(a, ErrBadRequest)...)

@@ -99,6 +99,16 @@ func TestParseRequestRefuses(t *testing.T) {
 		{"cancel bad session", `{"op":"cancel","id":"run-1","session":"a/b"}`, layout.ErrBadName, CodeBadName},
 		{"approve no run", `{"op":"approve","id":"call-1","decision":"deny"}`, ErrBadRequest, CodeBadRequest},
 		{"approve no id", `{"op":"approve","run":"run-1","decision":"deny"}`, ErrBadRequest, CodeBadRequest},
+		// issue 11 item 8 — as strict as the envelope parser:
+		{"duplicate key", `{"op":"ping","op":"send","id":"a","input":"x"}`, ErrBadRequest, CodeBadRequest},
+		{"case-variant op", `{"op":"ping","OP":"send","id":"a","input":"x"}`, ErrBadRequest, CodeBadRequest},
+		{"case-variant only", `{"OP":"ping"}`, ErrBadRequest, CodeBadRequest},
+		{"case-variant field", `{"op":"send","id":"a","Input":"x"}`, ErrBadRequest, CodeBadRequest},
+		{"duplicate id", `{"op":"send","id":"a","id":"b","input":"x"}`, ErrBadRequest, CodeBadRequest},
+		{"duplicate args", `{"op":"tsh","id":"a","args":["list"],"args":["call","x"]}`, ErrBadRequest, CodeBadRequest},
+		// issue 16 item 15 — an explicit empty session is a bad name, not "default":
+		{"send empty session", `{"op":"send","id":"a","input":"x","session":""}`, layout.ErrBadName, CodeBadName},
+		{"resume empty session", `{"op":"resume","session":""}`, layout.ErrBadName, CodeBadName},
 		{"input over 512 KiB", `{"op":"send","id":"a","input":"` + strings.Repeat("x", MaxInput+1) + `"}`, ErrTooLarge, CodeTooLarge},
 		{"line over 1 MiB", `{"op":"ping"}` + strings.Repeat(" ", MaxLine), ErrTooLarge, CodeTooLarge},
 	}
@@ -242,3 +252,18 @@ func (w wrapped) Error() string { return "op: " + w.err.Error() }
 func (w wrapped) Unwrap() error { return w.err }
 
 func wrap(err error) error { return wrapped{err} }
+
+// TestRequestKeysMatchFields: the strict key list is exactly Request's JSON
+// field names, so a field added later cannot be silently refused or let
+// through in another case. issue 11 item 8
+func TestRequestKeysMatchFields(t *testing.T) {
+	rt := reflect.TypeOf(Request{})
+	var tags []string
+	for i := 0; i < rt.NumField(); i++ {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		tags = append(tags, name)
+	}
+	if !reflect.DeepEqual(tags, requestKeys) {
+		t.Fatalf("requestKeys %v != Request's json names %v", requestKeys, tags)
+	}
+}

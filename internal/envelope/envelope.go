@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/jsonobj"
 )
 
 // Schema is the envelope's schema value (X3).
@@ -113,7 +115,7 @@ func Decode(b []byte, wantRun string, wantStep int) (*Envelope, error) {
 	if !utf8.Valid(body) {
 		return bad("not valid UTF-8")
 	}
-	raw, err := objectKeys(body)
+	raw, err := jsonobj.Keys(body)
 	if err != nil {
 		return bad("not one JSON object of distinct keys: %v", err)
 	}
@@ -136,8 +138,8 @@ func Decode(b []byte, wantRun string, wantStep int) (*Envelope, error) {
 		return bad("trailing data")
 	}
 	if string(raw["observation"]) != "null" {
-		o, err := objectKeys(raw["observation"])
-		if err != nil || !hasExactly(o, "tool_call_id", "name", "status", "content", "truncated") {
+		o, err := jsonobj.Keys(raw["observation"])
+		if err != nil || !jsonobj.HasExactly(o, "tool_call_id", "name", "status", "content", "truncated") {
 			return bad("observation must have exactly tool_call_id, name, status, content, truncated")
 		}
 	}

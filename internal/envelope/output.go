@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/jsonobj"
 )
 
 // MaxOutputLine bounds one line of agent output.
@@ -37,7 +39,7 @@ func ParseLine(b []byte) (*Line, error) {
 	if !utf8.Valid(b) {
 		return bad("line is not valid UTF-8")
 	}
-	m, err := objectKeys(b)
+	m, err := jsonobj.Keys(b)
 	if err != nil {
 		return bad("not one JSON object of distinct keys: %v: %.200q", err, b)
 	}
@@ -47,8 +49,8 @@ func ParseLine(b []byte) (*Line, error) {
 	if err := json.Unmarshal(m["type"], &head.Type); m["type"] == nil || err != nil {
 		head.Type = ""
 	}
-	if (head.Type == "delta" && !hasExactly(m, "type", "text")) ||
-		(head.Type == "tool_call" && !hasExactly(m, "type", "id", "name", "args")) {
+	if (head.Type == "delta" && !jsonobj.HasExactly(m, "type", "text")) ||
+		(head.Type == "tool_call" && !jsonobj.HasExactly(m, "type", "id", "name", "args")) {
 		return bad("%s must have exactly its documented keys", head.Type)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
