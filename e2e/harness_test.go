@@ -82,6 +82,7 @@ type world struct {
 	daemon *exec.Cmd
 	log    *syncBuffer
 	extra  []string
+	files  []*os.File // descriptors the daemon inherits (fds 3, 4, …)
 	exited chan struct{}
 }
 
@@ -115,6 +116,7 @@ func (w *world) start(extra ...string) {
 	w.daemon.Env = w.env(extra...)
 	w.log = &syncBuffer{}
 	w.daemon.Stdout, w.daemon.Stderr = w.log, w.log
+	w.daemon.ExtraFiles = w.files
 	if err := w.daemon.Start(); err != nil {
 		w.t.Fatal(err)
 	}

@@ -69,6 +69,16 @@ func main() {
 	switch words[0] {
 	case "echo":
 		delta("echo: " + strings.Join(words[1:], " "))
+	case "fds":
+		// issue 11 item 1: the descriptors this step was started with.
+		ents, _ := os.ReadDir("/proc/self/fd")
+		var fds []string
+		for _, e := range ents {
+			if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && !strings.HasPrefix(l, "/proc/") {
+				fds = append(fds, e.Name()+"->"+l)
+			}
+		}
+		delta("fds: " + strings.Join(fds, " "))
 	case "capture":
 		_ = os.WriteFile(fmt.Sprintf("/workspace/envelope-%d.json", env.Step), raw, 0o644)
 		vars := os.Environ()

@@ -10,6 +10,7 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 
 	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/fdhygiene"
 	"github.com/cortexfs/ctx/supervisor"
 )
 
@@ -18,6 +19,17 @@ type DaemonCmd struct{}
 
 func (c *DaemonCmd) Run(env *Env) error {
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// issue 11 item 1: nothing the daemon inherited (a client's terminal or
+	// files, handed on by auto-start or a shell) reaches a sandbox; only
+	// systemd's socket-activation descriptors are kept (NOTIFY_SOCKET is a
+	// path, not a descriptor).
+	closed, err := fdhygiene.CloseInherited(fdhygiene.KeepListenFDs())
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	if len(closed) > 0 {
+		log.Info("closed inherited descriptors", "fds", closed)
+	}
 	cfg, err := config.FromEnv(env.Layout, log)
 	if err != nil {
 		return Exit(ExitUsage, err)
