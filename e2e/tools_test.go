@@ -243,6 +243,35 @@ func TestApproval(t *testing.T) {
 	}
 }
 
+// TestApprovalCancelOnTheAskedConnection: a cancel sent on the connection
+// that holds the pending approval (what `ctx agent send` does on Ctrl+C)
+// cancels the run: the approval is recorded as not given, the tool never
+// runs, and the run ends cancelled — not ok. issue 16 item 12, spec: A3 X12
+func TestApprovalCancelOnTheAskedConnection(t *testing.T) {
+	w, ws := approvalWorld(t, "10s")
+	c := w.dial("ap")
+	c.send(sendReq("a1", "tool mark", "workspace", ws))
+	got := c.until("approval_request", 10*time.Second)
+	ar := got[len(got)-1]
+	c.send(map[string]any{"op": "cancel", "session": "default", "id": ar.Run})
+	done := c.until("done", 15*time.Second)
+	if d := done[len(done)-1]; d.Status != "cancelled" {
+		t.Errorf("the run ended %q, want cancelled: %v", d.Status, types(done))
+	}
+	var ap frame
+	for _, f := range w.events("ap", "default") {
+		if f.Type == "approval" {
+			ap = f
+		}
+	}
+	if ap.Decision != "deny" {
+		t.Errorf("approval recorded as %s, want deny (not given)", ap.raw)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Error("the tool ran although the run was cancelled at its approval")
+	}
+}
+
 // TestApprovalWithoutTerminalFailsClosed: ctx agent send with no terminal
 // denies and says why. spec: A3
 func TestApprovalWithoutTerminalFailsClosed(t *testing.T) {

@@ -202,6 +202,14 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 			// spec: A2 — exactly one response is read for a pending approval.
 			if err != nil {
 				w.Answer("eof")
+			} else if req, perr := ipc.ParseRequest(line); perr == nil && req.Op == ipc.OpCancel {
+				// issue 16 item 12: a cancel on the connection that is asked
+				// (`ctx agent send`'s Ctrl+C) cancels the run; the approval
+				// is recorded as not given. The cancel goes first, so the
+				// run ends cancelled rather than running its next step.
+				root.Send(self, &incoming{conn: conn, req: req})
+				w.Answer(ipc.DecisionDeny)
+				continue
 			} else {
 				w.Answer(ipc.ClassifyApproval(line, w.Run, w.ID))
 				continue
