@@ -452,3 +452,31 @@ func TestSurfacesDoNotMerge(t *testing.T) {
 		}
 	}
 }
+
+// TestToolCancelGivesGrace: cancelling a run whose tool is running sends
+// the tool SIGTERM first and SIGKILL only after CTX_CANCEL_GRACE, as for
+// agent steps: a tool that traps SIGTERM gets to clean up. issue 16 item 13,
+// spec: X12
+func TestToolCancelGivesGrace(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.tool("trapper", "#!/bin/sh\ntrap 'echo term > /workspace/termed; exit 0' TERM\necho up > /workspace/started\nwhile :; do sleep 0.05; done\n")
+	w.agent("tg", map[string]string{"tools": "trapper\n"})
+	ws := t.TempDir()
+	c := w.dial("tg")
+	c.send(sendReq("g1", "tool trapper", "workspace", ws))
+	waitFor(t, "the tool to start", 15*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(ws, "started"))
+		return err == nil
+	})
+	w.mustCtx("agent", "cancel", "tg")
+	got := c.until("done", 15*time.Second)
+	if d := got[len(got)-1]; d.Status != "cancelled" {
+		t.Fatalf("done %s", d.raw)
+	}
+	waitFor(t, "the tool's SIGTERM handler", 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(ws, "termed"))
+		return err == nil
+	})
+	waitFor(t, "the tool to be gone", 10*time.Second, func() bool { return len(procsWith("/ctx/tool/trapper")) == 0 })
+}

@@ -44,22 +44,18 @@ func (a *Actor) Receive(c actor.Context) {
 		a.report(c, m.res)
 	case *started:
 		a.starting = false
-		a.p = m.p
-		if a.done {
-			m.p.Kill() // the call was cancelled while its process started
-		}
+		a.p = m.p // the spawn goroutine's watcher ends it when a.ctx is cancelled
 	case *Cancel:
 		a.onCancel(c)
 	case *actor.Stopping:
+		// spec: X12 — the process watcher sends SIGTERM to everything in the
+		// sandbox, waits CTX_CANCEL_GRACE, then SIGKILLs it (issue 16 item 13).
 		a.cancel()
-		if a.p != nil {
-			a.p.Kill()
-		}
 		if a.prep != nil && a.prep.tool != nil {
 			a.prep.tool.Close()
 		}
 	case *actor.Stopped, *actor.Restarting:
-		// Stopping already killed it; killing again after the reap could hit a reused pid.
+		// Stopping already ended it; signalling again after the reap could hit a reused pid.
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
@@ -111,10 +107,7 @@ func (a *Actor) onCancel(c actor.Context) {
 	if a.done {
 		return
 	}
-	if a.p != nil {
-		a.p.Kill()
-	}
-	a.cancel() // a process still starting is killed as soon as it exists
+	a.cancel() // spec: X12 — SIGTERM, the grace, SIGKILL; a process still starting is ended as soon as it exists
 	a.report(c, &Result{CallID: a.call.CallID, Name: a.call.Name, Status: envelope.StatusCancelled, Content: "cancelled"})
 }
 
@@ -144,6 +137,7 @@ func (a *Actor) spawn(c actor.Context) {
 	a.starting = true
 	a.cfg.Procs.Add(1)
 	self, root, ctx := c.Self(), c.ActorSystem().Root, a.ctx
+	grace := a.cfg.CancelGrace
 	call := a.call
 	// The fork/exec and every wait run off the actor (STYLE: Receive never blocks).
 	go func() {
@@ -157,9 +151,16 @@ func (a *Actor) spawn(c actor.Context) {
 				Content: "sandbox: " + err.Error(), Layer: LayerSandbox}})
 			return
 		}
-		if ctx.Err() != nil {
-			p.Kill() // cancelled or stopped while starting
-		}
+		// The watcher ends the process when the call is cancelled or the
+		// actor stops — also when that happened while it was starting
+		// (issue 16 item 21): a started message could reach a stopped actor.
+		go func() {
+			select {
+			case <-ctx.Done():
+				p.Terminate(context.Background(), grace)
+			case <-p.Done():
+			}
+		}()
 		root.Send(self, &started{p: p})
 		head := make([]byte, 0, 64<<10)
 		buf := make([]byte, 32<<10)
