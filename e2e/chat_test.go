@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,5 +98,64 @@ func bytesCopy(dst *ptyOut, src interface{ Read([]byte) (int, error) }) (int64, 
 		if err != nil {
 			return n, err
 		}
+	}
+}
+
+// TestChatWithoutATerminal: `ctx agent chat` reading a pipe: SIGINT during
+// a run cancels that run (it does not leave it going) and chat reads the
+// next line; SIGINT when idle exits 130. issue 16 item 14, spec: A5 S3
+func TestChatWithoutATerminal(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.agent("pc", nil)
+	cmd := exec.Command(w.ctxBin, "agent", "chat", "pc")
+	cmd.Env = w.env()
+	cmd.Dir = t.TempDir()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &ptyOut{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	stdin.Write([]byte("sleep 30\n"))
+	waitFor(t, "the run to start", 15*time.Second, func() bool {
+		if _, err := os.Stat(w.sessionDir("pc", "default") + "/events.jsonl"); err != nil {
+			return false
+		}
+		for _, f := range w.events("pc", "default") {
+			if f.Type == "start" {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(200 * time.Millisecond) // the client has read its start frame
+	cmd.Process.Signal(syscall.SIGINT)
+	waitFor(t, "the run to end cancelled", 15*time.Second, func() bool {
+		ev := w.events("pc", "default")
+		return len(ev) > 0 && ev[len(ev)-1].Type == "done" && ev[len(ev)-1].Status == "cancelled"
+	})
+	select {
+	case err := <-exited:
+		t.Fatalf("chat exited on SIGINT during a run: %v\n%s", err, out)
+	case <-time.After(300 * time.Millisecond):
+	}
+	stdin.Write([]byte("echo again\n"))
+	waitFor(t, "the next answer", 15*time.Second, func() bool { return strings.Contains(out.String(), "echo: again") })
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Errorf("idle SIGINT: %v, want exit 130\n%s", err, out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("chat did not exit on SIGINT when idle\n%s", out)
 	}
 }

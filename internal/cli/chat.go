@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
 	"sync/atomic"
 
@@ -167,22 +168,59 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-ch
 	}
 }
 
-// plain is chat without a terminal: one message per input line.
+// plain is chat without a terminal: one message per input line. SIGINT
+// during a run cancels that run and goes on with the next line; when idle
+// it exits, as on a terminal (spec: A5, S3; issue 16 item 14).
 func (c *ChatCmd) plain(env *Env, conn *client.Conn, frames chan frameOrErr, mk func(string) sendReq) error {
-	sc := bufio.NewScanner(env.Stdin)
-	sc.Buffer(make([]byte, 64<<10), ipc.MaxInput)
-	for sc.Scan() {
-		line := sc.Text()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	defer signal.Stop(sig)
+	lines := make(chan string)
+	scanErr := make(chan error, 1)
+	go func() { // ends at EOF; the process exits with it otherwise
+		sc := bufio.NewScanner(env.Stdin)
+		sc.Buffer(make([]byte, 64<<10), ipc.MaxInput)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		scanErr <- sc.Err()
+	}()
+	for {
+		var line string
+		select {
+		case <-sig:
+			return Exit(ExitCancelled, nil)
+		case err := <-scanErr:
+			if err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			return nil
+		case line = <-lines:
+		}
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		if err := conn.Send(mk(line)); err != nil {
+		req := mk(line)
+		if err := conn.Send(req); err != nil {
 			return Exit(ExitUnavailable, err)
 		}
+		run, cancelSent := "", false
 		for done := false; !done; {
-			fe := <-frames
+			var fe frameOrErr
+			select {
+			case <-sig:
+				if run != "" && !cancelSent {
+					cancelSent = true
+					_ = conn.Send(map[string]string{"op": "cancel", "session": req.Session, "scope": req.Scope, "id": run})
+				}
+				continue
+			case fe = <-frames:
+			}
 			if fe.err != nil {
 				return Exit(ExitUnavailable, fe.err)
+			}
+			if run == "" && fe.f.Run != "" && (fe.f.Type == ipc.TypeUser || fe.f.Type == ipc.TypeStart) {
+				run = fe.f.Run
 			}
 			switch fe.f.Type {
 			case ipc.TypeAssistant:
@@ -190,6 +228,8 @@ func (c *ChatCmd) plain(env *Env, conn *client.Conn, frames chan frameOrErr, mk 
 			case ipc.TypeApprovalRequest:
 				fmt.Fprintln(env.Stderr, "ctx: approval needed but there is no terminal to ask; denied")
 				_ = conn.Send(map[string]string{"op": "approve", "run": fe.f.Run, "id": fe.f.ID, "decision": ipc.DecisionDeny})
+			case ipc.TypeCancelled:
+				fmt.Fprintln(env.Stderr, "ctx: cancelled")
 			case ipc.TypeError:
 				fmt.Fprintf(env.Stderr, "ctx: %s: %s\n", fe.f.Code, fe.f.Message)
 				done = fe.f.Run == ""
@@ -198,8 +238,4 @@ func (c *ChatCmd) plain(env *Env, conn *client.Conn, frames chan frameOrErr, mk 
 			}
 		}
 	}
-	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
-	return nil
 }
