@@ -670,3 +670,53 @@ func childrenOf(pid int) []int {
 }
 
 var _ = syscall.SIGTERM
+
+// TestDaemonSIGTERMCancelsRuns: SIGTERM to the daemon cancels the active
+// run (SIGTERM→grace→SIGKILL to the agent) — it ends cancelled, not
+// interrupted — and the client following it gets cancelled and done before
+// its connection closes; a request waiting behind it is told the daemon is
+// shutting down and nothing of it is recorded. issue 16 item 11, spec: X12
+func TestDaemonSIGTERMCancelsRuns(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.agent("st", nil)
+	a := w.dial("st")
+	a.send(sendReq("long", "sleep 30"))
+	a.until("delta", 10*time.Second)
+	b := w.dial("st")
+	b.send(sendReq("queued", "echo later"))
+	time.Sleep(200 * time.Millisecond) // queued behind the active run
+	_ = w.daemon.Process.Signal(syscall.SIGTERM)
+	got := a.until("done", 15*time.Second)
+	if d := got[len(got)-1]; d.Status != "cancelled" || d.ID != "long" {
+		t.Errorf("the follower saw %v ending %s", types(got), d.raw)
+	}
+	sawCancelled := false
+	for _, f := range got {
+		sawCancelled = sawCancelled || f.Type == "cancelled"
+	}
+	if !sawCancelled {
+		t.Errorf("no cancelled frame before done: %v", types(got))
+	}
+	if f := b.must(10 * time.Second); f.Type != "error" || f.Code != "shutting_down" {
+		t.Errorf("the waiting request got %s", f.raw)
+	}
+	select {
+	case <-w.exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the daemon did not exit")
+	}
+	w.daemon = nil
+	ev := w.events("st", "default")
+	if last := ev[len(ev)-1]; last.Type != "done" || last.Status != "cancelled" {
+		t.Errorf("the log ends %s", last.raw)
+	}
+	for _, f := range ev {
+		if f.ID == "queued" || strings.Contains(f.Text, "later") {
+			t.Errorf("the waiting request was recorded: %s", f.raw)
+		}
+	}
+	if pids := procsWith(binDir + "/testagent"); len(pids) > 0 {
+		t.Errorf("agent processes left: %v", pids)
+	}
+}

@@ -28,6 +28,14 @@ const (
 	CodeSessionCorrupt = "session_corrupt" // events.jsonl has a corrupt line in the middle
 	CodeSlowClient     = "slow_client"     // this connection could not keep up and is dropped
 	CodeInternal       = "internal"
+	CodeShuttingDown   = "shutting_down" // the daemon is stopping: the request was not started, nothing recorded
+)
+
+// done statuses (interfaces.md: done's status).
+const (
+	StatusOK        = "ok"
+	StatusError     = "error"
+	StatusCancelled = "cancelled"
 )
 
 // Code maps an error class to its wire code (STYLE habit 11: one function).

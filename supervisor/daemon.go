@@ -21,6 +21,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"golang.org/x/sys/unix"
 
+	"github.com/cortexfs/ctx/actors/session"
 	"github.com/cortexfs/ctx/ctlsock"
 	"github.com/cortexfs/ctx/internal/atomicfile"
 	"github.com/cortexfs/ctx/internal/bwrap"
@@ -133,6 +134,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	<-wdDone
 	cfg.Log.Info("daemon shutting down")
 	ln.Close()
+	drain(system, root, cfg)
 	if err := system.Root.PoisonFuture(root).Wait(); err != nil {
 		cfg.Log.Warn("stop actors", "err", err)
 	}
@@ -147,6 +149,21 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Wait()
 	system.Shutdown()
 	return nil
+}
+
+// drain cancels every active run and waits — at most the cancel grace and
+// a margin — until each has concluded, so that clients following a run get
+// its cancelled and done before their connections close (interfaces.md:
+// "active runs cancelled with SIGTERM→SIGKILL"; issue 16 item 11).
+func drain(system *actor.ActorSystem, root *actor.PID, cfg *config.Config) {
+	system.Root.Send(root, &session.Drain{})
+	deadline := time.Now().Add(cfg.CancelGrace + 3*time.Second)
+	for cfg.Running.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := cfg.Running.Load(); n > 0 {
+		cfg.Log.Warn("runs still active after the drain; concluding them cancelled", "runs", n)
+	}
 }
 
 // ErrRunning means another daemon holds this user's CTX_ROOT.

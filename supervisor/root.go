@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/cortexfs/ctx/actors/agent"
+	"github.com/cortexfs/ctx/actors/session"
 	"github.com/cortexfs/ctx/actors/terminal"
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/config"
@@ -39,6 +40,10 @@ func (r *rootActor) Receive(c actor.Context) {
 		r.onTerminalOp(c, m)
 	case *terminalReceipts:
 		r.onTerminalReceipts(c, m)
+	case *session.Drain:
+		for _, pid := range r.agents { // issue 16 item 11: every agent's sessions
+			c.Send(pid, m)
+		}
 	case *actor.Terminated:
 		for n, pid := range r.agents {
 			if pid.Equal(m.Who) {

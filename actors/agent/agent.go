@@ -59,6 +59,10 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onIncoming(c, m)
 	case *connClosed:
 		a.onConnClosed(c, m)
+	case *session.Drain:
+		for _, pid := range a.sessions {
+			c.Send(pid, m)
+		}
 	case *session.CancelChecked:
 		a.onCancelChecked(m)
 	case *sessionsFound:

@@ -22,6 +22,11 @@ type CancelChecked struct {
 	Found bool
 }
 
+// Drain is the daemon shutting down (interfaces.md "Daemon"): the active
+// run is cancelled — its followers see its cancelled and done frames
+// before their connections close — and nothing new starts.
+type Drain struct{}
+
 // ConnClosed tells the session a client connection is gone.
 type ConnClosed struct{ Conn *ipc.Conn }
 

@@ -71,11 +71,12 @@ type pending struct {
 
 // Actor is one session.
 type Actor struct {
-	cfg  *config.Config
-	key  Key
-	dir  string
-	keep *Keep
-	log  *slog.Logger
+	draining bool // the daemon is shutting down: nothing new starts
+	cfg      *config.Config
+	key      Key
+	dir      string
+	keep     *Keep
+	log      *slog.Logger
 
 	in      chan ipc.Frame // to the writer goroutine
 	flushed chan struct{}  // closed when the writer is done
@@ -107,6 +108,8 @@ func (a *Actor) Receive(c actor.Context) {
 			return
 		}
 		a.onRequest(c, m)
+	case *Drain:
+		a.onDrain(c)
 	case *ConnClosed:
 		a.onConnClosed(c, m)
 	case *run.Emit:
@@ -332,6 +335,10 @@ func (a *Actor) onSend(c actor.Context, m *Request) {
 			return
 		}
 	}
+	if a.draining {
+		a.reply(m.Conn, ipc.CodeShuttingDown, req.ID, "the daemon is shutting down; nothing was recorded — send again once it is back")
+		return
+	}
 	if a.active != nil || len(a.queue) > 0 {
 		if len(a.queue) >= MaxWaiting {
 			a.reply(m.Conn, ipc.CodeBusy, req.ID, fmt.Sprintf("session %s has a run active and %d requests waiting", a.key.Name, MaxWaiting))
@@ -352,7 +359,7 @@ func (a *Actor) start(c actor.Context, p *pending) {
 	if req.Input != nil {
 		input = *req.Input
 	}
-	a.active = &active{id: id, req: req.ID, conn: p.conn, approvals: map[*ipc.ApprovalWait]*time.Timer{}}
+	a.setActive(&active{id: id, req: req.ID, conn: p.conn, approvals: map[*ipc.ApprovalWait]*time.Timer{}})
 	a.active.spec = run.Spec{Agent: a.key.Agent, RunID: id, ReqID: req.ID, Op: req.Op, Session: a.key.Name, Scope: a.key.Scope,
 		Input: input, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: a.history(), HistoryMsgs: a.historyMsgs(),
 		Attempts: &atomic.Int32{}}
@@ -538,7 +545,12 @@ func (a *Actor) onCommitted(c actor.Context, rec store.Record) {
 	}
 	switch f.Type {
 	case ipc.TypeUser:
-		if ac.pid == nil && !ac.doneSent {
+		if ac.pid == nil && !ac.doneSent && a.draining {
+			// Recorded just before the shutdown began: it ends cancelled, unrun.
+			ac.doneSent = true
+			a.append(ipc.Frame{Type: ipc.TypeCancelled, Run: ac.id})
+			a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: ipc.StatusCancelled})
+		} else if ac.pid == nil && !ac.doneSent {
 			a.spawnRun(c)
 		}
 	case ipc.TypeDone:
@@ -552,7 +564,7 @@ func (a *Actor) onCommitted(c actor.Context, rec store.Record) {
 		if ac.pid != nil {
 			c.Send(ac.pid, &run.Concluded{}) // spec: X12
 		}
-		a.active = nil
+		a.setActive(nil)
 		a.next(c)
 	}
 }
@@ -588,7 +600,7 @@ func (a *Actor) onAppendFailed(c actor.Context, m *appendFailed) {
 	if a.active != nil && a.active.pid != nil {
 		c.Stop(a.active.pid)
 	}
-	a.active = nil
+	a.setActive(nil)
 	a.closeWriter(nil) // the log refuses every later append anyway
 }
 
@@ -637,10 +649,43 @@ func (a *Actor) onConnClosed(c actor.Context, m *ConnClosed) {
 func (a *Actor) onStopping() {
 	if ac := a.active; ac != nil && !ac.doneSent && a.in != nil {
 		ac.doneSent = true
-		a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInterrupted, Message: "the daemon shut down during this run"})
-		a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
+		// The drain's grace ran out before the run concluded: the host
+		// concludes it cancelled, as the shutdown asked (issue 16 item 11).
+		a.append(ipc.Frame{Type: ipc.TypeCancelled, Run: ac.id})
+		a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: ipc.StatusCancelled})
 	}
+	a.setActive(nil)
 	a.closeWriter(nil)
+}
+
+// onDrain: the daemon is shutting down. Waiting requests never started
+// (nothing of them was recorded) and are told so; the active run is
+// cancelled like a client's cancel (SIGTERM, the grace, SIGKILL), so its
+// followers get its cancelled and done. issue 16 item 11
+func (a *Actor) onDrain(c actor.Context) {
+	a.draining = true
+	for _, p := range a.queue {
+		for _, s := range p.subs {
+			a.reply(s.conn, ipc.CodeShuttingDown, p.req.ID, "the daemon is shutting down; this request was not started and nothing was recorded")
+		}
+	}
+	a.queue = nil
+	if ac := a.active; ac != nil && !ac.doneSent && ac.pid != nil {
+		c.Send(ac.pid, &run.Cancel{})
+	}
+}
+
+// setActive changes the active run and keeps the daemon's count of
+// running runs (cfg.Running) in step with it.
+func (a *Actor) setActive(ac *active) {
+	switch {
+	case a.cfg.Running == nil: // a config built by hand (tests)
+	case a.active == nil && ac != nil:
+		a.cfg.Running.Add(1)
+	case a.active != nil && ac == nil:
+		a.cfg.Running.Add(-1)
+	}
+	a.active = ac
 }
 
 // closeWriter stops the writer after it has written what it holds (bounded wait).

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cortexfs/ctx/internal/launchroot"
@@ -24,6 +25,9 @@ type Config struct {
 	Log             *slog.Logger
 	// Procs counts live sandboxes so shutdown can wait for their grace period.
 	Procs *sync.WaitGroup
+	// Running counts runs whose done is not yet committed, so a shutdown
+	// can wait for the runs it cancelled to conclude (issue 16 item 11).
+	Running *atomic.Int64
 	// Roots is the launch-root registry every bwrap start registers with (U2).
 	Roots *launchroot.Registry
 	// Fault is a test-only fault hook (built with -tags ctxfault); nil otherwise.
@@ -33,7 +37,7 @@ type Config struct {
 // FromEnv reads the daemon's tunables (interfaces.md "Daemon").
 func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
 	c := &Config{Layout: l, Bwrap: os.Getenv("CTX_BWRAP"), CancelGrace: 2 * time.Second,
-		ApprovalTimeout: 60 * time.Second, Log: log, Procs: &sync.WaitGroup{}}
+		ApprovalTimeout: 60 * time.Second, Log: log, Procs: &sync.WaitGroup{}, Running: &atomic.Int64{}}
 	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout} {
 		if v := os.Getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
