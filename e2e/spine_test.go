@@ -720,3 +720,38 @@ func TestDaemonSIGTERMCancelsRuns(t *testing.T) {
 		t.Errorf("agent processes left: %v", pids)
 	}
 }
+
+// TestRequestIDConflictTsh: a tsh request that reuses an id with other args
+// is id_conflict — live, while queued, and after a daemon restart — and
+// never replays the first result. issue 16 item 19, spec: P4
+func TestRequestIDConflictTsh(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.agent("dg", nil)
+	c := w.dial("dg")
+	c.send(map[string]any{"op": "tsh", "id": "same", "session": "s", "args": []string{"list"}})
+	c.until("done", 10*time.Second)
+	c.send(map[string]any{"op": "tsh", "id": "same", "session": "s", "args": []string{"context"}})
+	if f := c.must(5 * time.Second); f.Code != "id_conflict" {
+		t.Errorf("reused id with other args: %s", f.raw)
+	}
+	// Queued behind an active run: the same id with another payload.
+	a := w.dial("dg")
+	a.send(sendReq("busy", "sleep 30", "session", "q"))
+	a.until("delta", 10*time.Second)
+	b := w.dial("dg")
+	b.send(map[string]any{"op": "tsh", "id": "waiting", "session": "q", "args": []string{"list"}})
+	time.Sleep(100 * time.Millisecond)
+	b.send(map[string]any{"op": "tsh", "id": "waiting", "session": "q", "args": []string{"context"}})
+	if f := b.must(5 * time.Second); f.Code != "id_conflict" {
+		t.Errorf("queued id reused with other args: %s", f.raw)
+	}
+	w.ctx("", "", "agent", "cancel", "dg", "--session", "q")
+	w.stop()
+	w.start()
+	c = w.dial("dg")
+	c.send(map[string]any{"op": "tsh", "id": "same", "session": "s", "args": []string{"context"}})
+	if f := c.must(5 * time.Second); f.Code != "id_conflict" {
+		t.Errorf("after a restart: %s", f.raw)
+	}
+}

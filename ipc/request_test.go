@@ -180,6 +180,18 @@ func TestDigest(t *testing.T) {
 			t.Errorf("%s has the digest of the base request", s)
 		}
 	}
+	// issue 16 item 19: args are part of a tsh request's payload.
+	tsh := parse(`{"op":"tsh","id":"a","args":["call","x"]}`)
+	for _, s := range []string{
+		`{"op":"tsh","id":"a","args":["call","y"]}`,
+		`{"op":"tsh","id":"a","args":["call"]}`,
+		`{"op":"tsh","id":"a","args":["call","x",""]}`,
+		`{"op":"tsh","id":"a","args":["callx"]}`,
+	} {
+		if parse(s).Digest() == tsh.Digest() {
+			t.Errorf("%s has the digest of %s", s, `["call","x"]`)
+		}
+	}
 	if !strings.HasPrefix(base.Digest(), "sha256:") {
 		t.Fatalf("digest %q", base.Digest())
 	}
