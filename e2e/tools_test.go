@@ -480,3 +480,56 @@ func TestToolCancelGivesGrace(t *testing.T) {
 	})
 	waitFor(t, "the tool to be gone", 10*time.Second, func() bool { return len(procsWith("/ctx/tool/trapper")) == 0 })
 }
+
+// TestApprovedFileIsTheCheckedFile: the tool file is swapped — renamed
+// over, and rewritten in place — while its approval is pending; what runs
+// after allow_once is the file that was checked and shown or nothing: the
+// swapped one never runs, and the call fails closed naming the change.
+// issue 16 item 20, spec: V3 A2
+func TestApprovedFileIsTheCheckedFile(t *testing.T) {
+	for _, how := range []string{"rename", "rewrite"} {
+		t.Run(how, func(t *testing.T) {
+			w, ws := approvalWorld(t, "10s")
+			c := w.dial("ap")
+			c.send(sendReq("a1", "tool mark", "workspace", ws))
+			got := c.until("approval_request", 10*time.Second)
+			ar := got[len(got)-1]
+			evil := "#!/bin/sh\ntouch /workspace/swapped\necho swapped\n"
+			path := filepath.Join(w.root, "tool", "mark")
+			switch how {
+			case "rename":
+				tmp := path + ".new"
+				if err := os.WriteFile(tmp, []byte(evil), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(tmp, path); err != nil {
+					t.Fatal(err)
+				}
+			case "rewrite":
+				// The checked file is open: writing it in place is ETXTBSY for
+				// an executing file but not for one merely open; either way the
+				// content that runs must be the checked one, or nothing.
+				_ = os.WriteFile(path, []byte(evil), 0o755)
+			}
+			c.send(map[string]any{"op": "approve", "run": ar.Run, "id": ar.ID, "decision": "allow_once"})
+			done := c.until("done", 15*time.Second)
+			if _, err := os.Stat(filepath.Join(ws, "swapped")); err == nil {
+				t.Fatalf("the swapped file ran after approval: %v", types(done))
+			}
+			// Neither runs: what was checked and approved no longer exists
+			// as it was, so the call fails closed and says so.
+			var tr frame
+			for _, f := range done {
+				if f.Type == "tool_result" {
+					tr = f
+				}
+			}
+			if tr.Status != "denied" || tr.Layer != "changed" {
+				t.Errorf("tool_result %s, want denied by layer changed", tr.raw)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+				t.Error("a file ran although the checked one had changed")
+			}
+		})
+	}
+}

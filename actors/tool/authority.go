@@ -26,6 +26,7 @@ type prepared struct {
 const (
 	LayerDirectNative = "direct-native"
 	LayerMount        = "mount"
+	LayerChanged      = "changed" // the checked file changed before it could run
 	LayerApproval     = "approval"
 	LayerSandbox      = "sandbox"
 )

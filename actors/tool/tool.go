@@ -122,6 +122,15 @@ func (a *Actor) report(c actor.Context, r *Result) {
 }
 
 func (a *Actor) spawn(c actor.Context) {
+	if t := a.prep.tool; t != nil {
+		// What runs is what was checked and, in ask mode, approved: a file
+		// replaced or rewritten since fails closed (issue 16 item 20).
+		if err := t.Unchanged(); err != nil {
+			a.report(c, &Result{CallID: a.call.CallID, Name: a.call.Name, Status: envelope.StatusDenied,
+				Content: err.Error() + "; nothing ran", Layer: LayerChanged})
+			return
+		}
+	}
 	v := a.call.View
 	v.Tsh = a.prep.tool == nil // tsh itself runs (list, load, pin, context …)
 	spec := v.Spec(a.prep.argv, v.ToolEnv())

@@ -144,6 +144,28 @@ func (t *Tool) Close() error {
 	return t.File.Close()
 }
 
+// Unchanged reports whether the checked file is still what was checked:
+// the same inode still linked at Path, with the same size, mtime and
+// ctime. Between a check and a spawn lies an approval that can take a
+// minute; a file replaced or rewritten meanwhile is not the file the
+// person approved (issue 16 item 20). The error says what changed.
+func (t *Tool) Unchanged() error {
+	var now, at unix.Stat_t
+	if err := unix.Fstat(int(t.File.Fd()), &now); err != nil {
+		return fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	switch {
+	case now.Nlink == 0:
+		return fmt.Errorf("tool %s: the checked file was removed or replaced", t.Name)
+	case now.Size != t.Stat.Size || now.Mtim != t.Stat.Mtim || now.Ctim != t.Stat.Ctim:
+		return fmt.Errorf("tool %s: the checked file was modified", t.Name)
+	}
+	if err := unix.Lstat(t.Path, &at); err != nil || at.Ino != now.Ino || at.Dev != now.Dev {
+		return fmt.Errorf("tool %s: %s no longer names the checked file", t.Name, t.Path)
+	}
+	return nil
+}
+
 // Meta reads the tool's metadata (Dir/Name.d/tool.json).
 func (t *Tool) Meta() (Meta, error) { return ReadMeta(t.Dir, t.Name) }
 
