@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -136,13 +135,11 @@ func (a *Actor) spawn(c actor.Context) {
 	spec := v.Spec(a.prep.argv, v.ToolEnv())
 	tool := a.prep.tool
 	a.prep.tool = nil // the goroutine owns the checked file from here
-	var extra []*os.File
 	if tool != nil {
 		// Bind exactly the checked file over its path: what runs is what was checked.
-		extra = []*os.File{tool.File}
-		spec.FDMounts = []bwrap.FDMount{{FD: 3, Dst: a.prep.argv[0]}}
+		spec.FDMounts = []bwrap.FDMount{{FD: spec.Pass(tool.File), Dst: a.prep.argv[0]}}
 	}
-	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, ExtraFiles: extra, Roots: a.cfg.Roots, Ident: v.Identity()}
+	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, Roots: a.cfg.Roots, Ident: v.Identity()}
 	a.starting = true
 	a.cfg.Procs.Add(1)
 	self, root, ctx := c.Self(), c.ActorSystem().Root, a.ctx

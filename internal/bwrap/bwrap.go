@@ -47,6 +47,10 @@ type Mount struct {
 	Src, Dst string
 	Write    bool // read-write bind; otherwise read-only
 	Try      bool // skip silently when Src is missing
+	// FD, when not 0, binds this descriptor (a number in bwrap's process,
+	// from Spec.Pass) instead of Src: --bind-fd/--ro-bind-fd, so what the
+	// host checked is what is mounted (issue 11). Src is then only a label.
+	FD int
 }
 
 // FDMount binds descriptor FD read-only at Dst.
@@ -94,10 +98,24 @@ type Spec struct {
 	InfoFD, BlockFD int
 	// Argv is the program and its arguments, as seen inside the sandbox.
 	Argv []string
+	// Files are the descriptors bwrap's process inherits, numbered from 3
+	// in order (Pass appends one and returns its number). The starter
+	// (internal/proc) hands them to bwrap as its extra files.
+	Files []*os.File
+	// SeccompFD, when not 0, is the descriptor (from Pass) holding the
+	// seccomp BPF program bwrap installs before it runs Argv (--seccomp).
+	SeccompFD int
 	// OutliveParent drops --die-with-parent: for a sandbox that must
 	// survive its starter (the built-in launcher's terminal, re-adopted by
 	// the next daemon from its launch receipt). The zero value keeps it.
 	OutliveParent bool
+}
+
+// Pass adds f to the descriptors bwrap inherits and returns its number
+// there (3, 4, …), for Mount.FD, FDMount.FD or SeccompFD.
+func (s *Spec) Pass(f *os.File) int {
+	s.Files = append(s.Files, f)
+	return 2 + len(s.Files)
 }
 
 // systemEtc is the part of /etc an ordinary program needs: the loader cache,
@@ -154,17 +172,10 @@ func (s Spec) Args() ([]string, error) {
 		a = append(a, "--tmpfs", t)
 	}
 	for _, m := range s.Mounts {
-		if m.Src == "" || m.Dst == "" || !filepath.IsAbs(m.Dst) {
-			return nil, fmt.Errorf("bwrap: bad mount %+v", m)
+		var err error
+		if a, err = m.args(a); err != nil {
+			return nil, err
 		}
-		op := "--ro-bind"
-		if m.Write {
-			op = "--bind"
-		}
-		if m.Try {
-			op += "-try"
-		}
-		a = append(a, op, m.Src, m.Dst)
 	}
 	for _, m := range s.FDMounts {
 		if m.FD < 3 || !filepath.IsAbs(m.Dst) {
@@ -176,14 +187,10 @@ func (s Spec) Args() ([]string, error) {
 		a = append(a, "--tmpfs", t)
 	}
 	for _, m := range s.MountsAfter {
-		op := "--ro-bind"
-		if m.Write {
-			op = "--bind"
+		var err error
+		if a, err = m.args(a); err != nil {
+			return nil, err
 		}
-		if m.Try {
-			op += "-try"
-		}
-		a = append(a, op, m.Src, m.Dst)
 	}
 	a = append(a, "--clearenv")
 	keys := make([]string, 0, len(s.Env))
@@ -206,8 +213,33 @@ func (s Spec) Args() ([]string, error) {
 	if s.BlockFD > 0 {
 		a = append(a, "--block-fd", strconv.Itoa(s.BlockFD))
 	}
+	if s.SeccompFD > 0 {
+		a = append(a, "--seccomp", strconv.Itoa(s.SeccompFD))
+	}
 	a = append(a, "--")
 	return append(a, s.Argv...), nil
+}
+
+// args appends the bwrap options of one mount.
+func (m Mount) args(a []string) ([]string, error) {
+	if m.Dst == "" || !filepath.IsAbs(m.Dst) || (m.FD == 0 && m.Src == "") || (m.FD != 0 && (m.FD < 3 || m.Try)) {
+		return nil, fmt.Errorf("bwrap: bad mount %+v", m)
+	}
+	if m.FD != 0 {
+		op := "--ro-bind-fd"
+		if m.Write {
+			op = "--bind-fd"
+		}
+		return append(a, op, strconv.Itoa(m.FD), m.Dst), nil
+	}
+	op := "--ro-bind"
+	if m.Write {
+		op = "--bind"
+	}
+	if m.Try {
+		op += "-try"
+	}
+	return append(a, op, m.Src, m.Dst), nil
 }
 
 // systemDir binds a host system directory read-only, or recreates it as the

@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -114,6 +115,35 @@ func TestArgsOutliveParent(t *testing.T) {
 	for _, want := range []string{"--new-session", "--unshare-pid", "--unshare-net", "--clearenv"} {
 		if !slices.Contains(a, want) {
 			t.Errorf("missing %s in %v", want, a)
+		}
+	}
+}
+
+// TestFDMountsAndSeccomp: descriptor mounts and the seccomp fd become
+// --bind-fd/--ro-bind-fd and --seccomp with the numbers Pass returned.
+func TestFDMountsAndSeccomp(t *testing.T) {
+	var s Spec
+	f1, f2 := os.NewFile(100, "a"), os.NewFile(101, "b")
+	if n := s.Pass(f1); n != 3 {
+		t.Fatalf("first Pass = %d", n)
+	}
+	s.Mounts = []Mount{{FD: 3, Src: "label", Dst: "/workspace", Write: true}}
+	s.SeccompFD = s.Pass(f2)
+	s.Argv = []string{"/bin/true"}
+	a, err := s.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := strings.Join(a, " ")
+	for _, want := range []string{"--bind-fd 3 /workspace", "--seccomp 4"} {
+		if !strings.Contains(j, want) {
+			t.Errorf("argv lacks %q: %s", want, j)
+		}
+	}
+	for _, bad := range []Mount{{FD: 2, Dst: "/x"}, {FD: 3, Dst: "/x", Try: true}, {Dst: "/x"}, {FD: 3, Dst: "x"}} {
+		s.Mounts = []Mount{bad}
+		if _, err := s.Args(); err == nil {
+			t.Errorf("mount %+v accepted", bad)
 		}
 	}
 }

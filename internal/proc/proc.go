@@ -33,11 +33,14 @@ type Proc struct {
 
 // Options for Start.
 type Options struct {
-	Bwrap      string     // bwrap binary (absolute)
-	Spec       bwrap.Spec // the sandbox
-	Stdin      []byte     // written then closed
-	StderrMax  int        // bytes of stderr kept (tail); default 64 KiB
-	ExtraFiles []*os.File // fds 3.. in bwrap's process
+	Bwrap     string     // bwrap binary (absolute)
+	Spec      bwrap.Spec // the sandbox
+	Stdin     []byte     // written then closed
+	StderrMax int        // bytes of stderr kept (tail); default 64 KiB
+	// Place, when set, runs after bwrap started and before it may run
+	// anything (the block pipe holds it): the run's cgroup takes the pid
+	// here, so nothing inside escapes its limits. An error ends the start.
+	Place func(pid int) error
 	// Roots, when set, registers the sandbox as a launch root carrying
 	// Ident before it may run (--block-fd; runtime.md U2).
 	Roots *launchroot.Registry
@@ -55,7 +58,7 @@ func Start(o Options) (*Proc, error) {
 	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv/--setenv)
 	cmd.Dir = "/"
 	cmd.Stdin = bytes.NewReader(o.Stdin)
-	cmd.ExtraFiles = o.ExtraFiles
+	cmd.ExtraFiles = o.Spec.Files // numbered by Spec.Pass
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 2 * time.Second
 	max := o.StderrMax
@@ -67,13 +70,16 @@ func Start(o Options) (*Proc, error) {
 	if p.Stdout, err = cmd.StdoutPipe(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 	}
-	if o.Roots == nil {
+	if o.Roots == nil && o.Place == nil {
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 		}
 		return p, nil
 	}
-	launch, err := o.Roots.Prepare(o.Ident, o.ExtraFiles)
+	if o.Roots == nil {
+		return p, p.startHeld(o, cmd)
+	}
+	launch, err := o.Roots.Prepare(o.Ident, o.Spec.Files)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +94,14 @@ func Start(o Options) (*Proc, error) {
 		launch.Abort()
 		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 	}
+	if o.Place != nil {
+		if err := o.Place(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill() // before the block pipe closes: EOF would release bwrap
+			_ = cmd.Wait()
+			launch.Abort()
+			return nil, fmt.Errorf("start %s: place: %w", o.Spec.Argv[0], err)
+		}
+	}
 	release, err := launch.Started(cmd.Process) // register the root, then unblock bwrap
 	if err != nil {
 		_ = cmd.Wait()
@@ -96,6 +110,42 @@ func Start(o Options) (*Proc, error) {
 	}
 	p.release = release
 	return p, nil
+}
+
+// startHeld starts bwrap held on a block pipe of its own, runs o.Place,
+// then releases it: without launch roots, placement still comes first.
+func (p *Proc) startHeld(o Options, cmd *exec.Cmd) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("start %s: block pipe: %w", o.Spec.Argv[0], err)
+	}
+	defer pr.Close()
+	o.Spec.BlockFD = 3 + len(o.Spec.Files)
+	args, err := o.Spec.Args()
+	if err != nil {
+		pw.Close()
+		return err
+	}
+	cmd.Args = append([]string{o.Bwrap}, args...)
+	cmd.ExtraFiles = append(append([]*os.File(nil), o.Spec.Files...), pr)
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+	}
+	if err := o.Place(cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill() // before the block pipe closes: EOF would release bwrap
+		_ = cmd.Wait()
+		pw.Close()
+		return fmt.Errorf("start %s: place: %w", o.Spec.Argv[0], err)
+	}
+	_, err = pw.Write([]byte{1})
+	pw.Close()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("start %s: release: %w", o.Spec.Argv[0], err)
+	}
+	return nil
 }
 
 // Pid is bwrap's host pid (the process-group leader).

@@ -91,3 +91,43 @@ func fmtInt(i int) string {
 	}
 	return string(b)
 }
+
+// TestPlaceRunsBeforeTheProgram: Place sees bwrap started but the program
+// not yet run (the block pipe holds it); a Place error means it never runs.
+func TestPlaceRunsBeforeTheProgram(t *testing.T) {
+	if _, err := os.Stat(bwrap.DefaultPath); err != nil {
+		t.Skip("bwrap not installed")
+	}
+	dir := t.TempDir()
+	marker := dir + "/ran"
+	spec := bwrap.Spec{System: true, Mounts: []bwrap.Mount{{Src: dir, Dst: dir, Write: true}},
+		Argv: []string{"/bin/sh", "-c", "echo x > " + marker}}
+	placed := false
+	p, err := Start(Options{Bwrap: bwrap.DefaultPath, Spec: spec, Place: func(pid int) error {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the program ran before Place returned")
+		}
+		placed = pid > 0
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, p.Stdout)
+	if err := p.Wait(); err != nil || !placed {
+		t.Fatalf("wait %v placed %v", err, placed)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the program did not run after Place")
+	}
+	os.Remove(marker)
+	_, err = Start(Options{Bwrap: bwrap.DefaultPath, Spec: spec, Place: func(int) error { return os.ErrPermission }})
+	if err == nil {
+		t.Fatal("a Place error did not fail the start")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the program ran although Place failed")
+	}
+}
