@@ -479,6 +479,11 @@ func TestBadInputTable(t *testing.T) {
 		{"case-variant session", `{"op":"send","id":"a","session":"s","Session":"t","input":"x"}`, "bad_request"},
 		// issue 16 item 15: an explicit empty session is not "default".
 		{"empty session", `{"op":"send","id":"a","session":"","input":"x"}`, "bad_name"},
+		// issue 16 item 15: a cwd that cannot exist in the view is refused before recording.
+		{"cwd without workspace", `{"op":"send","id":"a","session":"s","input":"x","cwd":"/srv/project"}`, "bad_request"},
+		{"workspace cwd without workspace", `{"op":"send","id":"a","session":"s","input":"x","cwd":"/workspace/src"}`, "bad_request"},
+		{"missing home cwd", `{"op":"send","id":"a","session":"s","input":"x","cwd":"/home/agent/nope"}`, "bad_request"},
+		{"missing workspace cwd", `{"op":"send","id":"a","session":"s","input":"x","workspace":"` + t.TempDir() + `","cwd":"/workspace/nope"}`, "bad_request"},
 	}
 	c := w.dial("b")
 	for _, tc := range cases {

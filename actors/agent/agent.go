@@ -230,6 +230,9 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 		if err == nil {
 			err = checkWorkspace(a.cfg.Layout, req)
 		}
+		if err == nil {
+			err = checkCwd(a.cfg.Layout, a.name, req)
+		}
 		if err != nil {
 			conn.SendFrame(ipc.ErrorFrame("", err))
 			continue
