@@ -367,6 +367,12 @@ func TestOtherUIDRefused(t *testing.T) {
 	argv := []string{setpriv, "--reuid=" + uid, "--regid=" + gid, "--clear-groups", toolBin, "--control", "system.md"}
 	resp, code := e.launch(self, argv, "other uid\n")
 	wantErrno(t, "other uid", resp, code, EPERM)
+	// The server's own uid check refused it, before the launch-root walk
+	// (which would refuse too, with another message): each guard is
+	// tested alone (issue 16 item 23).
+	if resp.Message != "peer uid is not the owner" {
+		t.Errorf("refused by %q, not by the server's uid check", resp.Message)
+	}
 	if _, ok := e.control("system.md"); ok {
 		t.Fatal("wrote system.md")
 	}

@@ -533,3 +533,30 @@ func TestApprovedFileIsTheCheckedFile(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalAnsweredAfterCancelRunsNothing: the run is cancelled from
+// another connection while its approval is pending; an allow_once sent
+// afterwards on the asked connection spawns nothing. spec: A2, X6 (issue 16 item 23)
+func TestApprovalAnsweredAfterCancelRunsNothing(t *testing.T) {
+	w, ws := approvalWorld(t, "10s")
+	c := w.dial("ap")
+	c.send(sendReq("a1", "tool mark", "workspace", ws))
+	got := c.until("approval_request", 10*time.Second)
+	ar := got[len(got)-1]
+	other := w.dial("ap")
+	other.send(map[string]any{"op": "cancel", "session": "default", "id": ar.Run})
+	done := c.until("done", 15*time.Second)
+	if d := done[len(done)-1]; d.Status != "cancelled" {
+		t.Fatalf("the run ended %q, want cancelled: %v", d.Status, types(done))
+	}
+	c.send(map[string]any{"op": "approve", "run": ar.Run, "id": ar.CallID, "decision": "allow_once"})
+	time.Sleep(500 * time.Millisecond) // a spawn, were there one, starts well within this
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Error("an approval answered after the cancel ran the tool")
+	}
+	for _, f := range w.events("ap", "default") {
+		if f.Type == "approval" && f.Decision == "allow_once" {
+			t.Errorf("a late allow was recorded: %s", f.raw)
+		}
+	}
+}

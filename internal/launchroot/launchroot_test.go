@@ -484,3 +484,27 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestRootOfAnotherUIDRefused: the walk's own uid check, alone: a peer of
+// the owner uid reaching a root recorded for another uid is refused even
+// though the peer's uid passes (Register refuses such roots; this guards
+// the walk should one ever be recorded). spec: U2, A4 (issue 16 item 23)
+func TestRootOfAnotherUIDRefused(t *testing.T) {
+	r := newRegistry(t)
+	r.self = -1
+	r.stat = func(pid int) (procstat.Stat, error) {
+		switch pid {
+		case 1000:
+			return procstat.Stat{PID: 1000, PPID: 1, StartTime: 10, State: 'S'}, nil
+		case 1001:
+			return procstat.Stat{PID: 1001, PPID: 1000, StartTime: 11, State: 'S'}, nil
+		}
+		return procstat.Stat{}, os.ErrNotExist
+	}
+	other := ident
+	other.UID = os.Getuid() + 1
+	r.roots[1000] = &rootEntry{Entry: Entry{PID: 1000, StartTime: 10, BootID: r.bootID, Identity: other}, pidfd: -1}
+	if id, err := r.Verify(1001, os.Getuid()); !errors.Is(err, ErrWrongUID) {
+		t.Fatalf("verified %+v, %v; want ErrWrongUID", id, err)
+	}
+}
