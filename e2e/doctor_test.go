@@ -71,7 +71,7 @@ func TestDoctorGreen(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("doctor exit %d:\n%s", code, out)
 	}
-	for _, n := range []string{"bwrap", "namespaces", "ctx_root", "runtime_dir", "daemon", "launcher", "agent demo"} {
+	for _, n := range []string{"bwrap", "namespaces", "seccomp", "ctx_root", "runtime_dir", "daemon", "launcher", "agent demo"} {
 		if checks[n].Status != "ok" {
 			t.Errorf("%s: %+v", n, checks[n])
 		}

@@ -70,7 +70,7 @@ func Env(v sandbox.View) map[string]string {
 func Spec(l layout.Layout, def *agentdef.Def, session, id, workspace string, outlive bool) bwrap.Spec {
 	v := sandbox.View{Layout: l, Def: def, Session: session, Scope: layout.ScopePrivate, Run: id, Tsh: true,
 		Workspace: workspace, Cwd: layout.SandboxWorkspace}
-	argv := []string{Server, "--listen", SandboxSocket, "--events", SandboxEvents, "--", Program}
+	argv := []string{Server, "--listen", SandboxSocket, "--events", SandboxEvents, "--seccomp", "--", Program}
 	s := v.Spec(argv, Env(v))
 	s.MountsAfter = append(s.MountsAfter,
 		bwrap.Mount{Src: filepath.Dir(l.RuntimeTerminalSocket(def.Name, session)), Dst: SandboxSocketDir, Write: true},

@@ -2,7 +2,7 @@
 // to watch (read-only) and attach (read-write) clients on a unix socket
 // (runtime.md T2; wire protocol in ctxterm/PROTOCOL.md).
 //
-//	ctxterm --listen SOCKET [--events FILE] -- CMD [ARGS...]
+//	ctxterm --listen SOCKET [--events FILE] [--seccomp] -- CMD [ARGS...]
 //
 // It exits with the program's exit status (128+N if killed by signal N), or
 // 125 if ctxterm itself could not start, 2 on a usage error. SIGTERM, SIGHUP
@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/cortexfs/ctx/ctxterm"
+	"github.com/cortexfs/ctx/internal/seccomp"
 	"github.com/cortexfs/ctx/internal/termres"
 )
 
@@ -39,8 +40,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "unix socket to serve the terminal on (required)")
 	events := fs.String("events", "", "append terminal events as JSON lines to this file")
+	filter := fs.Bool("seccomp", false, "put ctxterm and the program under ctx's seccomp filter before starting it")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ctxterm --listen SOCKET [--events FILE] -- CMD [ARGS...]")
+		fmt.Fprintln(stderr, "usage: ctxterm --listen SOCKET [--events FILE] [--seccomp] -- CMD [ARGS...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +54,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "ctxterm")
+	if *filter {
+		// issue 11: the terminal's shell and all it runs get the filter every
+		// sandbox gets (no TIOCSTI into this terminal, no ptrace of ctxterm);
+		// under systemd no descriptor can carry it to bwrap, so it is
+		// installed here, inside the sandbox, before the shell starts.
+		if err := seccomp.InstallSelf(); err != nil {
+			log.Error("start", "err", err)
+			return exitSetup
+		}
+	}
 	cfg := ctxterm.Config{Socket: *listen, Argv: argv, Logger: log}
 	if *events != "" {
 		cfg.Events = recorder(*events, log)

@@ -114,6 +114,7 @@ func Run(ctx context.Context, env *Env) *Report {
 	bw := CheckBwrap(env.Getenv("CTX_BWRAP"), env.FindBwrap)
 	r.add(bw.Check)
 	r.add(env.namespaces(ctx, bw))
+	r.add(env.seccompCheck(ctx, bw))
 	r.add(CheckRoot(env.Layout, env.Stat))
 	r.add(CheckRuntimeDir(env.Layout.Runtime, env.Layout.UID, env.Stat))
 	r.add(env.daemon(ctx))

@@ -324,9 +324,10 @@ func TestRun(t *testing.T) {
 		Probe: func(context.Context, string, []string) (string, int, error) {
 			return "", 0, nil
 		},
-		Ping:        func(context.Context) (string, error) { return "0.1.0", nil },
-		SystemdPing: func(context.Context) error { return errors.New("no bus") },
-		Version:     "0.1.0",
+		Ping:         func(context.Context) (string, error) { return "0.1.0", nil },
+		SystemdPing:  func(context.Context) error { return errors.New("no bus") },
+		ProbeSeccomp: func(context.Context, string) error { return nil },
+		Version:      "0.1.0",
 	}
 	r := Run(context.Background(), env)
 	if r.Failed() {
@@ -338,7 +339,7 @@ func TestRun(t *testing.T) {
 	for _, c := range r.Checks {
 		names[c.Name] = true
 	}
-	for _, n := range []string{"bwrap", "namespaces", "ctx_root", "runtime_dir", "daemon", "launcher", "tiocsti", "agent a", "provider anthropic", "provider openai"} {
+	for _, n := range []string{"bwrap", "namespaces", "seccomp", "ctx_root", "runtime_dir", "daemon", "launcher", "tiocsti", "agent a", "provider anthropic", "provider openai"} {
 		if !names[n] {
 			t.Errorf("no %q check in %v", n, names)
 		}
@@ -378,5 +379,24 @@ func TestCappedProbeOutput(t *testing.T) {
 	c.Write(bytes.Repeat([]byte("x"), 10<<10))
 	if len(c.String()) != 8<<10 {
 		t.Errorf("kept %d bytes", len(c.String()))
+	}
+}
+
+// TestCheckSeccomp: the filter's verdicts. issue 11: seccomp
+func TestCheckSeccomp(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		build, probe  error
+		status        Status
+		inMsg, fixHas string
+	}{
+		{"in force", nil, nil, OK, "52 instructions", ""},
+		{"no filter", errors.New("no filter for mips"), nil, Fail, "fails closed", "x86_64"},
+		{"bwrap refuses", nil, errors.New("unshare -U succeeded"), Fail, "unshare -U succeeded", "--seccomp"},
+	} {
+		got := CheckSeccomp("x86_64", 52, c.build, c.probe)
+		if got.Status != c.status || !strings.Contains(got.Message, c.inMsg) || !strings.Contains(got.Fix, c.fixHas) {
+			t.Errorf("%s: %+v", c.name, got)
+		}
 	}
 }

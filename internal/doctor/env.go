@@ -38,6 +38,9 @@ type Env struct {
 	// Probe runs bwrap with args and returns its stderr and exit code; err
 	// only when it could not be run at all.
 	Probe func(ctx context.Context, bwrap string, args []string) (stderr string, code int, err error)
+	// ProbeSeccomp starts one sandbox with the seccomp filter and checks
+	// the filter refuses what it must (nil: ok).
+	ProbeSeccomp func(ctx context.Context, bwrap string) error
 	// Ping asks the daemon's system socket and returns the pong's version.
 	Ping func(ctx context.Context) (version string, err error)
 	// SystemdPing succeeds when a systemd user manager answers.
@@ -50,13 +53,14 @@ type Env struct {
 // the caller (the launcher that talks to the manager lives in supervisor).
 func System(l layout.Layout, version string) *Env {
 	return &Env{
-		Layout:    l,
-		Getenv:    os.Getenv,
-		ReadFile:  os.ReadFile,
-		Stat:      lstat,
-		FindBwrap: bwrap.Find,
-		Probe:     runProbe,
-		Ping:      func(ctx context.Context) (string, error) { return PingVersion(ctx, l.SystemSocket()) },
+		Layout:       l,
+		Getenv:       os.Getenv,
+		ReadFile:     os.ReadFile,
+		Stat:         lstat,
+		FindBwrap:    bwrap.Find,
+		Probe:        runProbe,
+		ProbeSeccomp: probeSeccomp,
+		Ping:         func(ctx context.Context) (string, error) { return PingVersion(ctx, l.SystemSocket()) },
 		SystemdPing: func(context.Context) error {
 			return errors.New("not checked")
 		},

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/launchroot"
+	"github.com/cortexfs/ctx/internal/seccomp"
 )
 
 // Proc is one started sandbox.
@@ -50,6 +52,15 @@ type Options struct {
 // Start starts bwrap with the spec. The process runs in its own process group
 // and dies with the daemon (PR_SET_PDEATHSIG → bwrap --die-with-parent).
 func Start(o Options) (*Proc, error) {
+	// issue 11: every sandboxed process runs under the seccomp filter; a
+	// start without one fails closed.
+	filter, err := seccomp.File()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv0(o.Spec), err)
+	}
+	defer filter.Close() // bwrap has its own copy once started
+	o.Spec.Files = slices.Clip(o.Spec.Files)
+	o.Spec.SeccompFD = o.Spec.Pass(filter)
 	args, err := o.Spec.Args()
 	if err != nil {
 		return nil, err
@@ -146,6 +157,13 @@ func (p *Proc) startHeld(o Options, cmd *exec.Cmd) error {
 		return fmt.Errorf("start %s: release: %w", o.Spec.Argv[0], err)
 	}
 	return nil
+}
+
+func argv0(s bwrap.Spec) string {
+	if len(s.Argv) == 0 {
+		return "sandbox"
+	}
+	return s.Argv[0]
 }
 
 // Pid is bwrap's host pid (the process-group leader).
