@@ -1,5 +1,5 @@
 #!/bin/sh
-# agent.sh — the tiny default front end (runtime.md S7). No protocol here:
+# agent.sh — the tiny default front end. spec: S7 No protocol here:
 # it resolves ctx and execs `ctx agent`.
 #   agent.sh AGENT             -> ctx agent chat AGENT --session default
 #   agent.sh AGENT INPUT...    -> ctx agent send AGENT --session default INPUT...

@@ -1,4 +1,4 @@
-// Package tsh is the agent's tool shell (runtime.md S6, K1–K6): it resolves
+// Package tsh is the agent's tool shell (spec: S6, K1–K6): it resolves
 // tools only through CTX_PATH, checks every layer, executes exactly the
 // checked file, and keeps the session's loaded/pinned tool context.
 package tsh

@@ -1,7 +1,7 @@
 // Package agent is the actor of one agent definition: it serves the agent
 // socket (agent/<name>.sock), checks every peer's credentials before the
 // first byte, parses requests and routes them to one session actor per
-// (scope, session) (runtime.md P1, P2, A4, L6).
+// (scope, session). spec: P1, P2, A4, L6
 package agent
 
 import (

@@ -427,7 +427,7 @@ func stderrTail(b []byte) string {
 	return "; stderr: " + strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
-// startTool records the call and hands it to a tool actor (X8).
+// startTool records the call and hands it to a tool actor. spec: X8
 func (a *Actor) startTool(c actor.Context, call *envelope.Line) {
 	a.toolCall = call
 	a.emit(c, &ipc.Frame{Type: ipc.TypeToolCall, CallID: call.ID, Name: call.Name, Args: nonNil(call.Args)})

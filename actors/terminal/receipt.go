@@ -121,7 +121,7 @@ func Cleanup(r Receipt, reason string, ex Exit, at time.Time) Receipt {
 }
 
 // ProjectMeta records the cleanup receipt c as "cleanup" in
-// agent/<name>.d/meta.json (runtime.md L3), keeping the file's other keys.
+// agent/<name>.d/meta.json (spec: L3), keeping the file's other keys.
 // A missing definition directory is not created (the agent was removed).
 func ProjectMeta(l layout.Layout, c Receipt) error {
 	dir := l.AgentControl(c.Agent)

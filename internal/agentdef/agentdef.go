@@ -1,6 +1,6 @@
 // Package agentdef reads, validates, creates and edits agent definitions:
 // the agent object agent/<name> and its control files agent/<name>.d/*
-// (runtime.md V1, X1, A1, K2, W1; interfaces.md "Locations").
+// (spec: V1, X1, A1, K2, W1; interfaces.md "Locations").
 package agentdef
 
 import (
@@ -68,7 +68,8 @@ type Def struct {
 	Network bool
 }
 
-// Load reads and validates a definition. Errors wrap ErrNoSuchAgent or ErrInvalid.
+// Load reads and validates a definition: agent/<name> and agent/<name>.d/,
+// the definition layer. Errors wrap ErrNoSuchAgent or ErrInvalid. spec: L1
 func Load(l layout.Layout, name string) (*Def, error) {
 	if err := layout.CheckName("agent", name); err != nil {
 		return nil, err

@@ -85,7 +85,7 @@ type Spec struct {
 	TmpfsAfter  []string
 	MountsAfter []Mount
 	// Env is the whole environment of the sandboxed program: bwrap clears
-	// its own and sets exactly these (X11, B3).
+	// its own and sets exactly these. spec: X11, B3
 	Env map[string]string
 	// Chdir is the working directory inside the sandbox.
 	Chdir string

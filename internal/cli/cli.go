@@ -100,7 +100,9 @@ type CLI struct {
 	Cands    CandsCmd    `cmd:"" name:"__complete" hidden:"" help:"Completion candidates for the shell scripts."`
 }
 
-// AgentCmd groups the agent commands.
+// AgentCmd groups the agent commands. spec: S2 — chat (send, chat, resume,
+// cancel) speaks only to the agent socket; watch and attach only to the
+// terminal's ctxterm socket; tools run through tsh inside the sandbox.
 type AgentCmd struct {
 	Create AgentCreateCmd `cmd:"" help:"Create an agent. Example: ctx agent create demo --exec ./demo-agent"`
 	List   AgentListCmd   `cmd:"" help:"List agents. Example: ctx agent list"`

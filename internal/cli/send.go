@@ -15,7 +15,7 @@ import (
 	"github.com/cortexfs/ctx/ipc"
 )
 
-// SendCmd is `ctx agent send`.
+// SendCmd is `ctx agent send`: non-interactive, streams assistant deltas. spec: S4
 type SendCmd struct {
 	Name    string   `arg:"" help:"Agent name."`
 	Session string   `default:"default" help:"Session name."`

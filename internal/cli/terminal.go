@@ -91,7 +91,7 @@ type AttachCmd struct {
 
 func (c *AttachCmd) Run(env *Env) error { return join(env, c.Name, c.Session, ctxterm.ModeAttach) }
 
-// TerminalCreateCmd is `ctx terminal create` (S1): start the agent session's
+// TerminalCreateCmd is `ctx terminal create` (spec: S1): start the agent session's
 // terminal and record the resource; prints the resource id.
 type TerminalCreateCmd struct {
 	Agent   string `arg:"" help:"Agent name."`

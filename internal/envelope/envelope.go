@@ -1,5 +1,5 @@
 // Package envelope implements sdk-envelope-v1: the one JSON object the host
-// writes to an executable agent's stdin (runtime.md X2–X5, X10) and the
+// writes to an executable agent's stdin (spec: X2–X5, X10) and the
 // parser of the JSON lines the agent writes back (X8, X9).
 package envelope
 
@@ -16,7 +16,7 @@ import (
 // Schema is the envelope's schema value (X3).
 const Schema = "cortexfs.agent-invocation/v1"
 
-// Bounds (X2, X5).
+// Bounds. spec: X2, X5
 const (
 	MaxEnvelope = 1 << 20  // including the newline
 	MaxContext  = 64 << 10 // each context string

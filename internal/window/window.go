@@ -61,7 +61,7 @@ type Value struct {
 	tokens uint32 // 0 = auto
 }
 
-// Auto is the `auto` value (W3).
+// Auto is the `auto` value. spec: W3
 func Auto() Value { return Value{} }
 
 // Tokens returns an explicit value; n must be > 0 (0 yields auto).

@@ -1,0 +1,108 @@
+package specmap
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/requirements.md's generated columns")
+
+var rowRe = regexp.MustCompile(`^\| ([A-Z][0-9]+) \| ([^|]*) \|([^|]*)\|([^|]*)\|$`)
+
+// TestRequirementsMap: docs/requirements.md lists every requirement with
+// the code and tests that carry its tag, and each has both; when the
+// spec's runtime.md is beside the repository, the ids match it.
+func TestRequirementsMap(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	docPath := filepath.Join(root, "docs", "requirements.md")
+	b, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Scan(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	var ids []string
+	for i, l := range lines {
+		r := rowRe.FindStringSubmatch(l)
+		if r == nil {
+			continue
+		}
+		id := r[1]
+		ids = append(ids, id)
+		w := m[id]
+		if w == nil || len(w.Code) == 0 {
+			t.Errorf("%s: no code carries `spec: %s`", id, id)
+		}
+		if w == nil || len(w.Tests) == 0 {
+			t.Errorf("%s: no test carries `spec: %s`", id, id)
+		}
+		if w == nil {
+			continue
+		}
+		code, tests := quote(w.Code), strings.Join(w.Tests, ", ")
+		if *update {
+			lines[i] = "| " + id + " | " + strings.TrimSpace(r[2]) + " | " + code + " | " + tests + " |"
+			continue
+		}
+		if strings.TrimSpace(r[3]) != code || strings.TrimSpace(r[4]) != tests {
+			t.Errorf("%s: the map is stale (run go test ./internal/specmap -run TestRequirementsMap -update):\n have %s | %s\n want %s | %s",
+				id, strings.TrimSpace(r[3]), strings.TrimSpace(r[4]), code, tests)
+		}
+	}
+	if len(ids) < 70 {
+		t.Fatalf("only %d requirement rows in %s", len(ids), docPath)
+	}
+	for id := range m {
+		if !slices.Contains(ids, id) && len(m[id].Code) > 0 && looksLikeRequirement(id) {
+			t.Logf("%s is tagged in %v but not a requirement of the map", id, m[id].Code)
+		}
+	}
+	if spec, err := os.ReadFile(filepath.Join(root, "..", "shared", "spec", "runtime.md")); err == nil {
+		var want []string
+		for _, mm := range regexp.MustCompile(`(?m)^- \*\*([A-Z][0-9]+)\*\*`).FindAllStringSubmatch(string(spec), -1) {
+			want = append(want, mm[1])
+		}
+		if !slices.Equal(want, ids) {
+			t.Errorf("the map's ids differ from runtime.md's:\n map  %v\n spec %v", ids, want)
+		}
+	}
+	if *update {
+		if err := os.WriteFile(docPath, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func looksLikeRequirement(id string) bool { return strings.ContainsAny(id[:1], "LSPXATBVWKUR") }
+
+func quote(files []string) string {
+	q := make([]string, len(files))
+	for i, f := range files {
+		q[i] = "`" + f + "`"
+	}
+	return strings.Join(q, ", ")
+}
+
+// TestIDs: tag parsing, ranges included.
+func TestIDs(t *testing.T) {
+	for line, want := range map[string][]string{
+		"// spec: X6":                      {"X6"},
+		"// spec: X2–X5, X10":              {"X2", "X3", "X4", "X5", "X10"},
+		"// spec: U2, A4 — only the owner": {"U2", "A4"},
+		"// (runtime.md X8)":               nil,
+		"// spec: K1-K3":                   {"K1", "K2", "K3"},
+		"// spec: B1, D6":                  {"B1", "D6"},
+	} {
+		if got := IDs(line); !slices.Equal(got, want) {
+			t.Errorf("%q: %v, want %v", line, got, want)
+		}
+	}
+}
