@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -120,7 +119,3 @@ func (lr *LineReader) Next() ([]byte, error) {
 	}
 }
 
-// IsClosed reports whether err is an ordinary end of a connection.
-func IsClosed(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}

@@ -27,9 +27,6 @@ type Result struct {
 	Layer     string // for denied: which authority layer refused (V3)
 }
 
-// Cancel asks the tool actor to kill its process and report cancelled.
-type Cancel struct{}
-
 // NeedApproval is sent to the parent before spawn when Ask is set.
 type NeedApproval struct{ CallID string }
 

@@ -44,8 +44,6 @@ func (a *Actor) Receive(c actor.Context) {
 	case *started:
 		a.starting = false
 		a.p = m.p // the spawn goroutine's watcher ends it when a.ctx is cancelled
-	case *Cancel:
-		a.onCancel(c)
 	case *actor.Stopping:
 		// spec: X12 — the process watcher sends SIGTERM to everything in the
 		// sandbox, waits CTX_CANCEL_GRACE, then SIGKILLs it (issue 16 item 13).
@@ -100,14 +98,6 @@ func (a *Actor) onApproved(c actor.Context, m *Approved) {
 		return
 	}
 	a.spawn(c)
-}
-
-func (a *Actor) onCancel(c actor.Context) {
-	if a.done {
-		return
-	}
-	a.cancel() // spec: X12 — SIGTERM, the grace, SIGKILL; a process still starting is ended as soon as it exists
-	a.report(c, &Result{CallID: a.call.CallID, Name: a.call.Name, Status: envelope.StatusCancelled, Content: "cancelled"})
 }
 
 func (a *Actor) report(c actor.Context, r *Result) {

@@ -83,8 +83,6 @@ const (
 //go:embed default.prompt.template.md
 var defaultTemplate string
 
-// DefaultTemplate is the template used when prompt.template.md is absent.
-func DefaultTemplate() string { return defaultTemplate }
 
 // ErrOverBudget is wrapped by *BudgetError.
 var ErrOverBudget = errors.New("prompt does not fit the context window")
