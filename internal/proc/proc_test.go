@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/cortexfs/ctx/internal/bwrap"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestTerminateKillsTrappingSandbox: SIGTERM is ignored by the program and
 // its setsid grandchild; after the grace period the PID namespace is killed
