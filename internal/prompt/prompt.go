@@ -83,7 +83,6 @@ const (
 //go:embed default.prompt.template.md
 var defaultTemplate string
 
-
 // ErrOverBudget is wrapped by *BudgetError.
 var ErrOverBudget = errors.New("prompt does not fit the context window")
 
