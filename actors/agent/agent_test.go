@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
 
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/layout"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // spec: L6 — an idle client (e.g. `ctx agent chat` at its prompt) that never sent a
 // session request is not in a.conns; Stopping waits for its reader forever.
