@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"errors"
+	"syscall"
 
 	"github.com/cortexfs/ctx/internal/layout"
 )
@@ -29,6 +30,9 @@ const (
 	CodeSlowClient     = "slow_client"     // this connection could not keep up and is dropped
 	CodeInternal       = "internal"
 	CodeShuttingDown   = "shutting_down" // the daemon is stopping: the request was not started, nothing recorded
+	// CodeResourceExhausted: the machine ran out of descriptors, disk or
+	// memory; nothing is corrupt and a later request may succeed (issue 15).
+	CodeResourceExhausted = "resource_exhausted"
 )
 
 // done statuses (interfaces.md: done's status).
@@ -49,6 +53,8 @@ func Code(err error) string {
 		return CodeBadName
 	case errors.Is(err, ErrBadRequest):
 		return CodeBadRequest
+	case Exhausted(err):
+		return CodeResourceExhausted
 	}
 	var c interface{ WireCode() string }
 	if errors.As(err, &c) {
@@ -73,4 +79,16 @@ func WithCode(code string, err error) error { return &CodedError{C: code, Err: e
 // ErrorFrame builds an error frame for err.
 func ErrorFrame(run string, err error) *Frame {
 	return &Frame{Type: TypeError, Run: run, Code: Code(err), Message: err.Error()}
+}
+
+// Exhausted reports whether err is the machine running out of a resource —
+// descriptors (EMFILE, ENFILE), disk (ENOSPC, EDQUOT) or memory (ENOMEM) —
+// rather than anything wrong with the data.
+func Exhausted(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOSPC, syscall.EDQUOT, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

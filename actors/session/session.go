@@ -82,6 +82,10 @@ type Actor struct {
 	flushed chan struct{}  // closed when the writer is done
 	ready   bool
 	broken  error
+	// exhausted: broken by a full machine (descriptors, disk, memory), not
+	// by the log: the next request opens the log again (issue 15 item 3).
+	exhausted bool
+	replaying bool // onOpened is answering the stash
 	stash   []any
 
 	recs   []store.Record
@@ -133,7 +137,11 @@ func (a *Actor) Receive(c actor.Context) {
 func (a *Actor) onStarted(c actor.Context) {
 	a.log = a.cfg.Log.With("actor", "session", "agent", a.key.Agent, "scope", a.key.Scope, "session", a.key.Name)
 	a.dir = a.cfg.Layout.SessionDir(a.key.Agent, a.key.Scope, a.key.Name)
-	a.reqs = map[string]*reqInfo{}
+	a.open(c)
+}
+
+// open reads the log off the actor and reports opened.
+func (a *Actor) open(c actor.Context) {
 	self, root, dir, name, log := c.Self(), c.ActorSystem().Root, a.dir, a.key.Name, a.log
 	go func() {
 		l, recs, err := store.Open(dir)
@@ -157,9 +165,10 @@ func (a *Actor) onStarted(c actor.Context) {
 func (a *Actor) onOpened(c actor.Context, m *opened) {
 	a.ready = true
 	if m.err != nil {
-		a.broken = m.err
-		a.log.Error("session log unusable", "err", m.err)
+		a.broken, a.exhausted = m.err, ipc.Exhausted(m.err)
+		a.log.Error("session log unusable", "err", m.err, "resource_exhausted", a.exhausted)
 	} else {
+		a.reqs, a.msgs = map[string]*reqInfo{}, nil
 		a.recs = m.recs
 		a.in = make(chan ipc.Frame, 256)
 		a.flushed = make(chan struct{})
@@ -181,9 +190,19 @@ func (a *Actor) onOpened(c actor.Context, m *opened) {
 	}
 	stash := a.stash
 	a.stash = nil
+	a.replaying = true
 	for _, r := range stash {
 		a.onRequest(c, r.(*Request))
 	}
+	a.replaying = false
+}
+
+// brokenCode is the wire code of a session that cannot serve.
+func (a *Actor) brokenCode() string {
+	if a.exhausted {
+		return ipc.CodeResourceExhausted
+	}
+	return ipc.CodeSessionCorrupt
 }
 
 // writer is the session's one log writer. It owns the Log and stops when in
@@ -291,7 +310,16 @@ func (a *Actor) index(f *ipc.Frame) {
 
 func (a *Actor) onRequest(c actor.Context, m *Request) {
 	if a.broken != nil {
-		m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Session: a.key.Name, ID: m.Req.ID, Code: ipc.CodeSessionCorrupt, Message: a.broken.Error()})
+		if a.exhausted && !a.replaying {
+			// issue 15 item 3: a full machine is not a corrupt session; the
+			// files are untouched, so try again (a torn last line from a
+			// failed append is repaired on open).
+			a.broken, a.exhausted, a.ready = nil, false, false
+			a.stash = append(a.stash, m)
+			a.open(c)
+			return
+		}
+		m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Session: a.key.Name, ID: m.Req.ID, Code: a.brokenCode(), Message: a.broken.Error()})
 		return
 	}
 	switch m.Req.Op {
@@ -583,17 +611,20 @@ func (a *Actor) onAppendFailed(c actor.Context, m *appendFailed) {
 		return // already stopped serving
 	}
 	a.log.Error("session append failed", "err", m.err)
-	a.broken = m.err
+	a.broken, a.exhausted = m.err, ipc.Exhausted(m.err)
 	msg := "session log write failed; nothing more is recorded here: " + m.err.Error()
+	if a.exhausted {
+		msg = "the machine is out of resources; the session's log is intact and the next request tries again: " + m.err.Error()
+	}
 	for _, subs := range a.keep.subs {
 		for _, s := range subs {
-			a.reply(s.conn, ipc.CodeSessionCorrupt, "", msg)
+			a.reply(s.conn, a.brokenCode(), "", msg)
 		}
 	}
 	a.keep.subs = map[string][]sub{}
 	for _, p := range a.queue {
 		for _, s := range p.subs {
-			a.reply(s.conn, ipc.CodeSessionCorrupt, p.req.ID, msg)
+			a.reply(s.conn, a.brokenCode(), p.req.ID, msg)
 		}
 	}
 	a.queue = nil
