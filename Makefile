@@ -4,7 +4,7 @@ export CGO_ENABLED := 0
 PKGS    := ./cmd/ctx ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./examples/demo-agent
 PREFIX  ?= /usr/local
 
-.PHONY: build install test test-short test-systemd vet demo bench fuzz clean
+.PHONY: build install test test-short test-systemd vet demo bench fuzz fuzz-keep clean
 
 BINDIR  ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/user
@@ -49,10 +49,13 @@ demo: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./e2e/ ./internal/store/
 
+# Every fuzz target for FUZZTIME each (scripts/fuzz.sh); `make fuzz-keep`
+# also commits new-coverage inputs under testdata/fuzz/ for go test to replay.
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 20s ./ipc/
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 20s ./internal/envelope/
-	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 20s ./internal/envelope/
+	GO=$(GO) bash scripts/fuzz.sh
+
+fuzz-keep:
+	GO=$(GO) bash scripts/fuzz.sh --keep
 
 clean:
 	rm -rf bin

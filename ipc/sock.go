@@ -118,4 +118,3 @@ func (lr *LineReader) Next() ([]byte, error) {
 		}
 	}
 }
-

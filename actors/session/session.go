@@ -86,7 +86,7 @@ type Actor struct {
 	// by the log: the next request opens the log again (issue 15 item 3).
 	exhausted bool
 	replaying bool // onOpened is answering the stash
-	stash   []any
+	stash     []any
 
 	recs   []store.Record
 	msgs   []store.Message // the conversation (messages.jsonl), derived from recs
