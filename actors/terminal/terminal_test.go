@@ -267,9 +267,19 @@ func TestGoneAtAdoption(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	evs, _ := os.ReadFile(filepath.Join(l.TerminalDir("a", "s1"), "events.jsonl"))
-	if !bytes.Contains(evs, []byte(`"exited"`)) || !bytes.Contains(evs, []byte(`"agent.stop"`)) {
-		t.Errorf("events: %s", evs)
+	// The cleanup receipt and the agent.stop event are written one after
+	// the other: wait for both.
+	var evs []byte
+	for {
+		evs, _ = os.ReadFile(filepath.Join(l.TerminalDir("a", "s1"), "events.jsonl"))
+		if bytes.Contains(evs, []byte(`"exited"`)) && bytes.Contains(evs, []byte(`"agent.stop"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("events: %s", evs)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	w.sys.Root.PoisonFuture(pid).Wait()
 }
