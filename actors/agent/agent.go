@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -42,6 +43,10 @@ type Actor struct {
 	cancels  map[int]*pendingCancel // broadcast cancels waiting for every session's answer
 	token    int
 	keeps    map[session.Key]*session.Keep
+	// routed counts requests sent to each session actor (by actor id);
+	// incarnation numbers a key's actors after passivations (issue 15 item 1).
+	routed      map[string]int
+	incarnation map[session.Key]int
 
 	// live is every accepted connection (idle ones included), touched by the
 	// accept and reader goroutines and by onStopping, under liveMu.
@@ -63,6 +68,8 @@ func (a *Actor) Receive(c actor.Context) {
 		for _, pid := range a.sessions {
 			c.Send(pid, m)
 		}
+	case *session.Idle:
+		a.onSessionIdle(c, m)
 	case *session.CancelChecked:
 		a.onCancelChecked(m)
 	case *sessionsFound:
@@ -87,8 +94,10 @@ func (a *Actor) onStarted(c actor.Context) {
 	a.conns = map[*ipc.Conn]bool{}
 	a.sessions = map[session.Key]*actor.PID{}
 	a.cancels = map[int]*pendingCancel{}
+	a.routed = map[string]int{}
 	if a.keeps == nil {
 		a.keeps = map[session.Key]*session.Keep{}
+		a.incarnation = map[session.Key]int{}
 	}
 	l := a.cfg.Layout
 	ln, err := ipc.Listen(l.RuntimeAgentSocket(a.name))
@@ -289,6 +298,7 @@ func (a *Actor) onIncoming(c actor.Context, m *incoming) {
 		pc := &pendingCancel{conn: m.conn, id: m.req.ID}
 		for _, pid := range a.sessions {
 			c.Send(pid, &session.Request{Conn: m.conn, Req: m.req, Token: a.token})
+			a.routed[pid.Id]++
 			pc.waiting++
 		}
 		if pc.waiting == 0 {
@@ -299,7 +309,9 @@ func (a *Actor) onIncoming(c actor.Context, m *incoming) {
 		return
 	}
 	key := session.Key{Agent: a.name, Scope: m.req.Scope, Name: m.req.Session}
-	c.Send(a.sessionPID(c, key), &session.Request{Conn: m.conn, Req: m.req})
+	pid := a.sessionPID(c, key)
+	c.Send(pid, &session.Request{Conn: m.conn, Req: m.req})
+	a.routed[pid.Id]++
 }
 
 type pendingCancel struct {
@@ -334,7 +346,11 @@ func (a *Actor) sessionPID(c actor.Context, key session.Key) *actor.PID {
 		keep = session.NewKeep()
 		a.keeps[key] = keep
 	}
-	pid, err := c.SpawnNamed(session.Props(a.cfg, key, keep), key.Scope+":"+key.Name)
+	name := key.Scope + ":" + key.Name
+	if n := a.incarnation[key]; n > 0 {
+		name += "~" + strconv.Itoa(n) // the passivated one may still hold its name while it stops
+	}
+	pid, err := c.SpawnNamed(session.Props(a.cfg, key, keep), name)
 	if err != nil {
 		a.log.Error("spawn session", "err", err)
 	}
@@ -350,6 +366,22 @@ func (a *Actor) onConnClosed(c actor.Context, m *connClosed) {
 	for _, pid := range a.sessions {
 		c.Send(pid, &session.ConnClosed{Conn: m.conn})
 	}
+}
+
+// onSessionIdle passivates an idle session: it is forgotten and stopped
+// when every request routed to it has reached it (so none is lost), and
+// its Keep (empty: it has no follower) goes with it. issue 15 item 1
+func (a *Actor) onSessionIdle(c actor.Context, m *session.Idle) {
+	pid, ok := a.sessions[m.Key]
+	if !ok || !pid.Equal(m.PID) || a.routed[pid.Id] != m.Seen {
+		return
+	}
+	delete(a.sessions, m.Key)
+	delete(a.keeps, m.Key)
+	delete(a.routed, pid.Id)
+	a.incarnation[m.Key]++
+	c.Stop(pid)
+	a.log.Debug("session passivated", "scope", m.Key.Scope, "session", m.Key.Name)
 }
 
 func (a *Actor) onChildGone(m *actor.Terminated) {

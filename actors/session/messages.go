@@ -1,6 +1,8 @@
 package session
 
 import (
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/cortexfs/ctx/internal/store"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -26,6 +28,16 @@ type CancelChecked struct {
 // run is cancelled — its followers see its cancelled and done frames
 // before their connections close — and nothing new starts.
 type Drain struct{}
+
+// Idle tells the parent this session has had nothing to do for
+// config.SessionIdle: no run, no queue, no follower. Seen counts the
+// requests it was sent; the parent stops it only when it has routed no
+// more than that, so no request is in flight to it (issue 15 item 1).
+type Idle struct {
+	Key  Key
+	Seen int
+	PID  *actor.PID
+}
 
 // ConnClosed tells the session a client connection is gone.
 type ConnClosed struct{ Conn *ipc.Conn }

@@ -85,6 +85,7 @@ type Actor struct {
 	// exhausted: broken by a full machine (descriptors, disk, memory), not
 	// by the log: the next request opens the log again (issue 15 item 3).
 	exhausted bool
+	seen      int // requests received: passivation asks the parent with it
 	replaying bool // onOpened is answering the stash
 	stash     []any
 
@@ -107,6 +108,7 @@ func (a *Actor) Receive(c actor.Context) {
 	case *appendFailed:
 		a.onAppendFailed(c, m)
 	case *Request:
+		a.seen++
 		if !a.ready {
 			a.stash = append(a.stash, m)
 			return
@@ -128,6 +130,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.closeWriter(nil)
 	case *actor.Stopping:
 		a.onStopping()
+	case *actor.ReceiveTimeout:
+		a.onIdle(c)
 	case *actor.Stopped:
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
@@ -137,7 +141,25 @@ func (a *Actor) Receive(c actor.Context) {
 func (a *Actor) onStarted(c actor.Context) {
 	a.log = a.cfg.Log.With("actor", "session", "agent", a.key.Agent, "scope", a.key.Scope, "session", a.key.Name)
 	a.dir = a.cfg.Layout.SessionDir(a.key.Agent, a.key.Scope, a.key.Name)
+	if a.cfg.SessionIdle > 0 {
+		c.SetReceiveTimeout(a.cfg.SessionIdle)
+	}
 	a.open(c)
+}
+
+// onIdle: nothing arrived for SessionIdle. A session with no run, no
+// queue and no follower offers to passivate: the parent stops it unless a
+// request is on its way, and the next request re-creates it from its log.
+func (a *Actor) onIdle(c actor.Context) {
+	if !a.ready || a.active != nil || len(a.queue) > 0 || len(a.stash) > 0 {
+		return
+	}
+	for _, subs := range a.keep.subs {
+		if len(subs) > 0 {
+			return
+		}
+	}
+	c.Send(c.Parent(), &Idle{Key: a.key, Seen: a.seen, PID: c.Self()})
 }
 
 // open reads the log off the actor and reports opened.

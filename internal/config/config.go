@@ -22,6 +22,10 @@ type Config struct {
 	Bwrap           string        // bwrap binary; from CTX_BWRAP in the daemon's environment or bwrap.DefaultPath
 	CancelGrace     time.Duration // SIGTERM→SIGKILL (CTX_CANCEL_GRACE)
 	ApprovalTimeout time.Duration // CTX_APPROVAL_TIMEOUT
+	// SessionIdle: a session actor with nothing to do for this long stops
+	// and frees its files and memory; the next request re-creates it from
+	// its log (CTX_SESSION_IDLE, default 5m, 0 never; issue 15 item 1).
+	SessionIdle time.Duration
 	Log             *slog.Logger
 	// Procs counts live sandboxes so shutdown can wait for their grace period.
 	Procs *sync.WaitGroup
@@ -37,8 +41,8 @@ type Config struct {
 // FromEnv reads the daemon's tunables (interfaces.md "Daemon").
 func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
 	c := &Config{Layout: l, Bwrap: os.Getenv("CTX_BWRAP"), CancelGrace: 2 * time.Second,
-		ApprovalTimeout: 60 * time.Second, Log: log, Procs: &sync.WaitGroup{}, Running: &atomic.Int64{}}
-	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout} {
+		ApprovalTimeout: 60 * time.Second, SessionIdle: 5 * time.Minute, Log: log, Procs: &sync.WaitGroup{}, Running: &atomic.Int64{}}
+	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout, "CTX_SESSION_IDLE": &c.SessionIdle} {
 		if v := os.Getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
