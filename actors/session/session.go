@@ -85,7 +85,7 @@ type Actor struct {
 	// exhausted: broken by a full machine (descriptors, disk, memory), not
 	// by the log: the next request opens the log again (issue 15 item 3).
 	exhausted bool
-	seen      int // requests received: passivation asks the parent with it
+	seen      int  // requests received: passivation asks the parent with it
 	replaying bool // onOpened is answering the stash
 	stash     []any
 

@@ -26,7 +26,7 @@ type Config struct {
 	// and frees its files and memory; the next request re-creates it from
 	// its log (CTX_SESSION_IDLE, default 5m, 0 never; issue 15 item 1).
 	SessionIdle time.Duration
-	Log             *slog.Logger
+	Log         *slog.Logger
 	// Procs counts live sandboxes so shutdown can wait for their grace period.
 	Procs *sync.WaitGroup
 	// Running counts runs whose done is not yet committed, so a shutdown
