@@ -16,6 +16,7 @@ import (
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/sandbox"
 )
 
 // Actor runs one call.
@@ -121,7 +122,8 @@ func (a *Actor) spawn(c actor.Context) {
 		}
 	}
 	v := a.call.View
-	v.Tsh = a.prep.tool == nil // tsh itself runs (list, load, pin, context …)
+	v.Tsh = a.prep.tool == nil     // tsh itself runs (list, load, pin, context …)
+	v.Tools = sandbox.ToolsAllowed // issue 11 item 4: the tools policy allows, no others
 	spec := v.Spec(a.prep.argv, v.ToolEnv())
 	tool := a.prep.tool
 	a.prep.tool = nil // the goroutine owns the checked file from here

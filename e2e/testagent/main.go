@@ -69,6 +69,19 @@ func main() {
 	switch words[0] {
 	case "echo":
 		delta("echo: " + strings.Join(words[1:], " "))
+	case "view":
+		// issue 11 item 4: what tool files an agent step sees, and whether it
+		// can exec a tool by path.
+		var seen []string
+		for _, d := range []string{"/ctx/bin", "/ctx/tool"} {
+			if ents, err := os.ReadDir(d); err == nil {
+				for _, e := range ents {
+					seen = append(seen, d+"/"+e.Name())
+				}
+			}
+		}
+		err := exec.Command("/ctx/tool/" + arg(1)).Run()
+		delta(fmt.Sprintf("view: seen=%s exec=%v", strings.Join(seen, ","), err))
 	case "fds":
 		// issue 11 item 1: the descriptors this step was started with.
 		ents, _ := os.ReadDir("/proc/self/fd")
