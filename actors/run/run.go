@@ -192,7 +192,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		a.log.Warn("session snapshots not written (the run goes on)", "err", m.prep.SnapshotErr) // R5
 	}
 	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Scope: a.spec.Scope, Run: a.spec.RunID,
-		Tools: sandbox.ToolsNone, // issue 11 item 4: an agent step acts only through tool_call
+		Tools:     sandbox.ToolsNone, // issue 11 item 4: an agent step acts only through tool_call
 		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd}
 	if a.spec.Op == ipc.OpTsh {
 		// spec: P3 — a tsh op runs one tsh call through the tool path; no agent, no model.
