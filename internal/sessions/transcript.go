@@ -299,8 +299,10 @@ func (w *TextWriter) Write(e Entry) {
 		w.printf("  model %s %s: %s\n", Clean(e.Name), e.Status, Clean(e.Text))
 	case KindDone:
 		parts := []string{e.Status}
-		if e.DurationMS > 0 {
-			parts = append(parts, (time.Duration(e.DurationMS) * time.Millisecond).Round(100*time.Millisecond).String())
+		if d := time.Duration(e.DurationMS) * time.Millisecond; d >= time.Second {
+			parts = append(parts, d.Round(100*time.Millisecond).String())
+		} else if d > 0 {
+			parts = append(parts, d.String())
 		}
 		if u := UsageText(e.Usage); u != "" {
 			parts = append(parts, "usage "+u)
