@@ -11,13 +11,13 @@ import (
 
 // sessionRow is one line of `ctx agent sessions --json`.
 type sessionRow struct {
-	Session      string           `json:"session"`
-	Scope        string           `json:"scope"`
-	State        string           `json:"state"`
-	LastActivity string           `json:"last_activity"`
-	Runs         int              `json:"runs"`
-	Title        string           `json:"title"`
-	ActiveRun    string           `json:"active_run"`
+	Session      string `json:"session"`
+	Scope        string `json:"scope"`
+	State        string `json:"state"`
+	LastActivity string `json:"last_activity"`
+	Runs         int    `json:"runs"`
+	Title        string `json:"title"`
+	ActiveRun    string `json:"active_run"`
 	Approval     *struct{ Name string }
 	Usage        map[string]int64 `json:"usage"`
 	raw          string
