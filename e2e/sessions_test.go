@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -249,4 +250,36 @@ func TestSessionsHistoryRmSession(t *testing.T) {
 	if h := w.mustCtx("agent", "history", "demo", "--session", "cut"); !strings.Contains(h, "error interrupted:") {
 		t.Errorf("history after the restart:\n%s", h)
 	}
+}
+
+// TestLogsFromAutostartedDaemon: a daemon a client started logs to
+// daemon.log; `ctx logs` prints its tail and -f follows it. issue 18 item 2
+func TestLogsFromAutostartedDaemon(t *testing.T) {
+	w := newWorld(t)
+	w.agent("one", nil)
+	auto := w.env("CTX_NO_AUTOSTART=0") // the last value wins: the client may start a daemon
+	send := exec.Command(w.ctxBin, "agent", "send", "one", "echo", "hi")
+	send.Env, send.Dir = auto, t.TempDir()
+	if out, err := send.CombinedOutput(); err != nil {
+		t.Fatalf("send with autostart: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { stopDaemonOf(t, w.root) })
+	if r := w.ctx("", "", "logs", "-n", "0"); r.code != 0 || !strings.Contains(r.stdout, `agent=one`) {
+		t.Fatalf("ctx logs: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := w.ctx("", "", "logs", "-n", "1"); r.code != 0 || strings.Count(r.stdout, "\n") != 1 {
+		t.Fatalf("ctx logs -n 1: exit %d %q", r.code, r.stdout)
+	}
+	f := exec.Command(w.ctxBin, "logs", "-f", "-n", "1")
+	f.Env = w.env()
+	var out syncBuffer
+	f.Stdout, f.Stderr = &out, &out
+	if err := f.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { f.Process.Kill(); f.Wait() }()
+	w.agent("two", nil) // the daemon serves it within a second and says so
+	waitFor(t, "the followed log to show agent two", 10*time.Second, func() bool {
+		return strings.Contains(out.String(), "agent=two")
+	})
 }
