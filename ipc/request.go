@@ -46,6 +46,10 @@ const (
 	OpResume  = "resume"
 	OpCancel  = "cancel"
 	OpApprove = "approve"
+	// OpRemove removes an idle session's files (issue 18 item 1): the
+	// session's actor closes its log and archives-then-deletes the
+	// directory; a session with an active or waiting run answers busy.
+	OpRemove = "remove"
 )
 
 // Approval decisions a client may send; the host adds timeout, eof, malformed, mismatch.
@@ -152,7 +156,7 @@ func ParseRequest(line []byte) (*Request, error) {
 				return bad("tsh takes no input")
 			}
 		}
-	case OpResume:
+	case OpResume, OpRemove:
 		if err := session(); err != nil {
 			return nil, err
 		}

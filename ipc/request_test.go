@@ -31,6 +31,7 @@ func TestParseRequestAccepts(t *testing.T) {
 			Request{Op: OpResume, Session: "default", Scope: "private"}},
 		{"resume defaults", `{"op":"resume"}`, Request{Op: OpResume, Session: "default", Scope: "private"}},
 		{"resume shared", `{"op":"resume","session":"x","scope":"shared"}`, Request{Op: OpResume, Session: "x", Scope: "shared"}},
+		{"remove shared", `{"op":"remove","session":"x","scope":"shared"}`, Request{Op: OpRemove, Session: "x", Scope: "shared"}}, // issue 18 item 1
 		// A bare run id: every session of the agent checks it (no default session).
 		{"cancel P2 example", `{"op":"cancel","id":"run-1"}`, Request{Op: OpCancel, ID: "run-1"}},
 		{"cancel in session", `{"op":"cancel","id":"run-1","session":"s"}`,
@@ -94,6 +95,8 @@ func TestParseRequestRefuses(t *testing.T) {
 		{"tsh non-string args", `{"op":"tsh","id":"a","args":[1]}`, ErrBadRequest, CodeBadRequest},
 		{"tsh no id", `{"op":"tsh","args":["x"]}`, ErrBadRequest, CodeBadRequest},
 		{"resume bad session", `{"op":"resume","session":".hidden"}`, layout.ErrBadName, CodeBadName},
+		{"remove the trash", `{"op":"remove","session":".trash"}`, layout.ErrBadName, CodeBadName}, // issue 18 item 1
+		{"remove bad scope", `{"op":"remove","session":"x","scope":"all"}`, ErrBadRequest, CodeBadRequest},
 		{"resume bad scope", `{"op":"resume","scope":"everyone"}`, ErrBadRequest, CodeBadRequest},
 		{"cancel bad id", `{"op":"cancel","id":"run 1"}`, ErrBadRequest, CodeBadRequest},
 		{"cancel bad session", `{"op":"cancel","id":"run-1","session":"a/b"}`, layout.ErrBadName, CodeBadName},

@@ -309,6 +309,13 @@ func (a *Actor) onIncoming(c actor.Context, m *incoming) {
 		return
 	}
 	key := session.Key{Agent: a.name, Scope: m.req.Scope, Name: m.req.Session}
+	if _, live := a.sessions[key]; !live && m.req.Op == ipc.OpRemove {
+		// issue 18 item 1: removing a session that does not exist creates nothing.
+		if _, err := os.Lstat(a.cfg.Layout.SessionDir(a.name, key.Scope, key.Name)); errors.Is(err, os.ErrNotExist) {
+			m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Session: key.Name, Code: ipc.CodeNotFound, Message: "no such session " + key.Name + " (" + key.Scope + ")"})
+			return
+		}
+	}
 	pid := a.sessionPID(c, key)
 	c.Send(pid, &session.Request{Conn: m.conn, Req: m.req})
 	a.routed[pid.Id]++

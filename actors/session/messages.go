@@ -58,3 +58,9 @@ type approvalAnswered struct {
 	run, callID, decision string
 	wait                  *ipc.ApprovalWait
 }
+
+// removed: the removal goroutine finished (err nil: the files are gone).
+type removed struct {
+	conn *ipc.Conn
+	err  error
+}

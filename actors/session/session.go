@@ -25,6 +25,7 @@ import (
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/runprep"
+	"github.com/cortexfs/ctx/internal/sessions"
 	"github.com/cortexfs/ctx/internal/store"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -89,6 +90,9 @@ type Actor struct {
 	replaying bool // onOpened is answering the stash
 	stash     []any
 
+	// vacant: the session was removed; the next request opens a new log.
+	vacant bool
+
 	recs   []store.Record
 	msgs   []store.Message // the conversation (messages.jsonl), derived from recs
 	reqs   map[string]*reqInfo
@@ -109,11 +113,20 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onAppendFailed(c, m)
 	case *Request:
 		a.seen++
+		if a.vacant {
+			// Removed: the next request opens a fresh log.
+			a.vacant = false
+			a.stash = append(a.stash, m)
+			a.open(c)
+			return
+		}
 		if !a.ready {
 			a.stash = append(a.stash, m)
 			return
 		}
 		a.onRequest(c, m)
+	case *removed:
+		a.onRemoved(c, m)
 	case *Drain:
 		a.onDrain(c)
 	case *ConnClosed:
@@ -162,8 +175,12 @@ func (a *Actor) onIdle(c actor.Context) {
 	c.Send(c.Parent(), &Idle{Key: a.key, Seen: a.seen, PID: c.Self()})
 }
 
-// open reads the log off the actor and reports opened.
+// open opens (creating) the session log on a goroutine; requests wait in
+// the stash until it is opened.
 func (a *Actor) open(c actor.Context) {
+	a.ready, a.broken = false, nil
+	a.recs, a.msgs = nil, nil
+	a.reqs = map[string]*reqInfo{}
 	self, root, dir, name, log := c.Self(), c.ActorSystem().Root, a.dir, a.key.Name, a.log
 	go func() {
 		l, recs, err := store.Open(dir)
@@ -331,6 +348,11 @@ func (a *Actor) index(f *ipc.Frame) {
 }
 
 func (a *Actor) onRequest(c actor.Context, m *Request) {
+	switch m.Req.Op {
+	case ipc.OpRemove: // a corrupt log can be removed too
+		a.onRemove(c, m)
+		return
+	}
 	if a.broken != nil {
 		if a.exhausted && !a.replaying {
 			// issue 15 item 3: a full machine is not a corrupt session; the
@@ -534,6 +556,57 @@ func (a *Actor) onResume(m *Request) {
 		a.keep.subs[id] = append(a.keep.subs[id], sub{conn: m.Conn})
 	}
 	m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeCaughtUp, Session: a.key.Name, ActiveRun: ar})
+}
+
+// onRemove: an idle session closes its log and its directory is archived
+// then deleted (sessions.Remove) on a goroutine; requests arriving
+// meanwhile wait in the stash and are served by a fresh log. A session
+// with an active or queued run answers busy and nothing changes.
+// issue 18 item 1
+func (a *Actor) onRemove(c actor.Context, m *Request) {
+	if a.active != nil || len(a.queue) > 0 {
+		msg := "session " + a.key.Name + " has runs waiting"
+		if a.active != nil {
+			msg = "session " + a.key.Name + " has an active run " + a.active.id + "; cancel it first"
+		}
+		a.reply(m.Conn, ipc.CodeBusy, m.Req.ID, msg)
+		return
+	}
+	a.ready = false
+	in, flushed := a.in, a.flushed
+	a.in = nil
+	if in != nil {
+		close(in) // the writer writes what it holds, closes the files, then closes flushed
+	}
+	self, root, l, key, conn := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.key, m.Conn
+	go func() {
+		if flushed != nil {
+			<-flushed
+		}
+		root.Send(self, &removed{conn: conn, err: sessions.Remove(l, key.Agent, key.Scope, key.Name)})
+	}()
+}
+
+func (a *Actor) onRemoved(c actor.Context, m *removed) {
+	if m.err != nil {
+		a.log.Error("session removal failed; reopening it", "err", m.err)
+		code := ipc.CodeInternal
+		if errors.Is(m.err, sessions.ErrNotFound) {
+			code = ipc.CodeNotFound
+		}
+		a.reply(m.conn, code, "", m.err.Error())
+		a.open(c)
+		return
+	}
+	a.log.Info("session removed")
+	a.recs, a.msgs, a.reqs = nil, nil, map[string]*reqInfo{}
+	clear(a.keep.subs)
+	m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeAck, Session: a.key.Name, Op: ipc.OpRemove})
+	if len(a.stash) > 0 {
+		a.open(c) // requests that came during the removal start the new log
+		return
+	}
+	a.vacant = true
 }
 
 func (a *Actor) onCancel(c actor.Context, m *Request) {

@@ -39,6 +39,8 @@ func compWorld(t *testing.T) layout.Layout {
 		os.MkdirAll(l.SessionDir("demo", layout.ScopePrivate, s), 0o755)
 	}
 	os.MkdirAll(l.SessionDir("demo", layout.ScopeShared, "team"), 0o755)
+	// What a removal leaves while it deletes is never a candidate (issue 18).
+	os.MkdirAll(filepath.Join(l.SessionsDir("demo", layout.ScopePrivate), ".trash", "old.01"), 0o755)
 	os.WriteFile(filepath.Join(l.ToolDir(), "clock"), []byte("#!/bin/sh\n"), 0o755)
 	return l
 }
@@ -50,9 +52,9 @@ func TestComplete(t *testing.T) {
 		words []string
 		want  string // candidate values joined by spaces, then the directive
 	}{
-		{[]string{""}, "init daemon agent terminal doctor install-units completion"},
+		{[]string{""}, "init daemon agent terminal doctor logs install-units completion"},
 		{[]string{"ag"}, "agent"},
-		{[]string{"agent", "se"}, "set send"},
+		{[]string{"agent", "se"}, "set send sessions"},
 		{[]string{"agent", "send", ""}, "bot demo"},
 		{[]string{"agent", "send", "d"}, "demo"},
 		{[]string{"agent", "send", "demo", "--session", ""}, "default s2"},
@@ -73,6 +75,14 @@ func TestComplete(t *testing.T) {
 		{[]string{"install-units", "--dir", ""}, ":dirs"},
 		{[]string{"__complete", "sessions", ""}, "bot demo"},
 		{[]string{"agent", "list", ""}, ""},
+		// issue 18 item 1: the session commands complete session names.
+		{[]string{"agent", "rm-session", ""}, "bot demo"},
+		{[]string{"agent", "rm-session", "demo", ""}, "default s2"},
+		{[]string{"agent", "rm-session", "demo", "--scope", "shared", ""}, "team"},
+		{[]string{"agent", "rm-session", "--scope=shared", "demo", "t"}, "team"},
+		{[]string{"agent", "history", "demo", "--session", ""}, "default s2"},
+		{[]string{"agent", "history", "demo", "--scope", "shared", "--session", ""}, "team"},
+		{[]string{"agent", "sessions", ""}, "bot demo"},
 	} {
 		cs, dir := complete(k.Model.Node, l, tc.words)
 		var got []string
