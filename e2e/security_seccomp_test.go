@@ -25,7 +25,7 @@ func TestSecuritySeccomp(t *testing.T) {
 	}
 	want := map[string]string{
 		"ioctl_tiocsti": "EPERM", "ioctl_tiocsti_high": "EPERM", "ioctl_tioclinux": "EPERM",
-		"ptrace": "EPERM", "process_vm_readv": "EPERM", "process_vm_writev": "EPERM",
+		"ptrace": "EPERM", "process_vm_readv": "EPERM", "process_vm_writev": "EPERM", "pidfd_getfd": "EPERM",
 		"io_uring_setup": "EPERM", "io_uring_enter": "EPERM", "io_uring_register": "EPERM",
 		"unshare_newuser": "EPERM", "unshare_newns": "EPERM", "clone_newuser": "EPERM", "clone3": "ENOSYS",
 		"mount": "EPERM", "umount2": "EPERM", "open_tree": "EPERM", "mount_setattr": "EPERM", "fsconfig": "EPERM",

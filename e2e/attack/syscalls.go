@@ -28,6 +28,7 @@ func init() {
 			{"ptrace", unix.SYS_PTRACE, [6]uintptr{unix.PTRACE_ATTACH, 0x7ffffff0}},
 			{"process_vm_readv", unix.SYS_PROCESS_VM_READV, [6]uintptr{0x7ffffff0, bad, 1, bad, 1}},
 			{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV, [6]uintptr{0x7ffffff0, bad, 1, bad, 1}},
+			{"pidfd_getfd", unix.SYS_PIDFD_GETFD, [6]uintptr{neg, 0}},
 			{"io_uring_setup", unix.SYS_IO_URING_SETUP, [6]uintptr{1, bad}},
 			{"io_uring_enter", unix.SYS_IO_URING_ENTER, [6]uintptr{neg}},
 			{"io_uring_register", unix.SYS_IO_URING_REGISTER, [6]uintptr{neg}},

@@ -24,7 +24,9 @@ func TestTerminateKillsTrappingSandbox(t *testing.T) {
 		t.Skip("bwrap not installed")
 	}
 	marker := "proc-test-" + time.Now().Format("150405.000000")
-	script := "trap '' TERM; setsid sh -c 'trap \"\" TERM; exec sleep 1000 " + marker + "' & echo started; exec sleep 1001"
+	// The marker is a no-op in the grandchild's script (as an argument of
+	// sleep it made sleep exit at once, and the test raced that exit).
+	script := "trap '' TERM; setsid sh -c 'trap \"\" TERM; : " + marker + "; exec sleep 1000' & echo started; exec sleep 1001"
 	p, err := Start(Options{Bwrap: bwrap.DefaultPath, Spec: bwrap.Spec{System: true, Argv: []string{"/bin/sh", "-c", script}}})
 	if err != nil {
 		t.Fatal(err)

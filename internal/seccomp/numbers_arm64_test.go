@@ -11,7 +11,7 @@ import (
 func TestNumbersMatchTheKernelTable(t *testing.T) {
 	checkNumbers(t, AArch64, map[string]uint32{
 		"ioctl": unix.SYS_IOCTL, "clone": unix.SYS_CLONE, "clone3": unix.SYS_CLONE3, "unshare": unix.SYS_UNSHARE,
-		"personality": unix.SYS_PERSONALITY, "ptrace": unix.SYS_PTRACE, "process_vm_readv": unix.SYS_PROCESS_VM_READV,
+		"personality": unix.SYS_PERSONALITY, "ptrace": unix.SYS_PTRACE, "process_vm_readv": unix.SYS_PROCESS_VM_READV, "pidfd_getfd": unix.SYS_PIDFD_GETFD, "open_tree_attr": unix.SYS_OPEN_TREE_ATTR,
 		"process_vm_writev": unix.SYS_PROCESS_VM_WRITEV, "io_uring_setup": unix.SYS_IO_URING_SETUP,
 		"io_uring_enter": unix.SYS_IO_URING_ENTER, "io_uring_register": unix.SYS_IO_URING_REGISTER,
 		"mount": unix.SYS_MOUNT, "umount2": unix.SYS_UMOUNT2, "pivot_root": unix.SYS_PIVOT_ROOT,

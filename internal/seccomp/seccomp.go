@@ -38,10 +38,10 @@ type Arch struct {
 
 // Denied lists the syscalls refused outright (EPERM) by name.
 var Denied = []string{
-	"ptrace", "process_vm_readv", "process_vm_writev",
+	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
 	"mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount", "fspick",
-	"move_mount", "open_tree", "mount_setattr", "setns",
+	"move_mount", "open_tree", "open_tree_attr", "mount_setattr", "setns",
 	"keyctl", "add_key", "request_key", "perf_event_open", "bpf", "userfaultfd",
 	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
 }
@@ -69,7 +69,7 @@ const (
 var (
 	X86_64 = Arch{Name: "x86_64", Audit: AuditX86_64, Foreign: []uint32{AuditI386}, X32: true, Nr: map[string]uint32{
 		"ioctl": 16, "clone": 56, "clone3": 435, "unshare": 272, "personality": 135,
-		"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
+		"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438, "open_tree_attr": 467,
 		"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
 		"mount": 165, "umount2": 166, "pivot_root": 155, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
 		"move_mount": 429, "open_tree": 428, "mount_setattr": 442, "setns": 308,
@@ -78,7 +78,7 @@ var (
 	}}
 	AArch64 = Arch{Name: "aarch64", Audit: AuditAArch64, Foreign: []uint32{AuditARM}, Nr: map[string]uint32{
 		"ioctl": 29, "clone": 220, "clone3": 435, "unshare": 97, "personality": 92,
-		"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
+		"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438, "open_tree_attr": 467,
 		"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
 		"mount": 40, "umount2": 39, "pivot_root": 41, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
 		"move_mount": 429, "open_tree": 428, "mount_setattr": 442, "setns": 268,
@@ -184,8 +184,9 @@ func Encode(ins []unix.SockFilter) []byte {
 
 // Return values (linux/seccomp.h).
 const (
-	RetAllow = 0x7fff0000
-	RetErrno = 0x00050000
+	RetAllow       = 0x7fff0000
+	RetErrno       = 0x00050000
+	RetKillProcess = 0x80000000
 )
 
 // seccomp_data offsets: nr, arch, then args[i] (64-bit each; both supported
@@ -202,9 +203,9 @@ func (a Arch) Build() ([]unix.SockFilter, error) {
 	var p asm
 	p.ld(offArch)
 	for _, f := range a.Foreign {
-		p.jeq(f, "enosys", "")
+		p.jeq(f, "kill", "") // i386 int 0x80 on x86_64 would skip every check below
 	}
-	p.jeq(a.Audit, "", "enosys") // an unknown ABI: nothing it calls is understood
+	p.jeq(a.Audit, "", "kill") // an unknown ABI: nothing it calls is understood
 	p.ld(offNr)
 	if a.X32 {
 		p.jge(0x40000000, "eperm", "") // the x32 ABI: refused whole
@@ -256,6 +257,8 @@ func (a Arch) Build() ([]unix.SockFilter, error) {
 	p.ret(RetErrno | uint32(unix.EPERM))
 	p.label("enosys")
 	p.ret(RetErrno | uint32(unix.ENOSYS))
+	p.label("kill")
+	p.ret(RetKillProcess)
 	return p.link()
 }
 

@@ -86,8 +86,8 @@ func TestFilterTable(t *testing.T) {
 			{"personality query", a.Audit, n["personality"], [6]uint64{0xffffffff}, RetAllow},
 			{"personality linux", a.Audit, n["personality"], [6]uint64{0}, RetAllow},
 			{"personality addr_no_randomize", a.Audit, n["personality"], [6]uint64{0x0040000}, eperm},
-			{"foreign arch", a.Foreign[0], 0, [6]uint64{}, enosys},
-			{"unknown arch", 0x12345678, 0, [6]uint64{}, enosys},
+			{"foreign arch", a.Foreign[0], 0, [6]uint64{}, RetKillProcess},
+			{"unknown arch", 0x12345678, 0, [6]uint64{}, RetKillProcess},
 		}
 		for _, name := range Denied {
 			cases = append(cases, struct {
@@ -156,7 +156,7 @@ func FuzzFilter(f *testing.F) {
 	f.Fuzz(func(t *testing.T, arch, nr uint32, a0, a1 uint64) {
 		for audit, p := range progs {
 			got := run(t, p, arch, nr, [6]uint64{a0, a1})
-			if got != RetAllow && got != eperm && got != enosys {
+			if got != RetAllow && got != eperm && got != enosys && got != RetKillProcess {
 				t.Fatalf("verdict %#x", got)
 			}
 			if arch != audit && got == RetAllow {
