@@ -45,6 +45,9 @@ func TestReader(t *testing.T) {
 		{"partial event at EOF dropped", "data: a\n\ndata: b\n", []Event{{Data: "a"}}},
 		{"partial line at EOF dropped", "data: a\n\ndata: b", []Event{{Data: "a"}}},
 		{"two events", "event: x\ndata: 1\n\nevent: y\ndata: 2\n\n", []Event{{Type: "x", Data: "1"}, {Type: "y", Data: "2"}}},
+		// issue 16 item 7: llama.cpp reports a stream failure in an "error" field.
+		{"error field dispatches", "error: {\"code\":400}\n\ndata: [DONE]\n\n", []Event{{Error: `{"code":400}`}, {Data: "[DONE]"}}},
+		{"error and data", "data: a\nerror: e1\nerror: e2\n\n", []Event{{Data: "a", Error: "e1\ne2"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
