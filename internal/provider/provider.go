@@ -101,12 +101,12 @@ func (k EventKind) String() string {
 // Event is one step of a streamed turn. Tool calls are emitted only once the
 // provider's message is complete, so a caller may act on them at once.
 type Event struct {
-	Kind       EventKind
-	Text       string
-	CallID     string
-	Name       string
-	Args       []string
-	ArgsError  string // the model's input was not {"args":[strings...]}; Args is nil
+	Kind      EventKind
+	Text      string
+	CallID    string
+	Name      string
+	Args      []string
+	ArgsError string // the model's input was not {"args":[strings...]}; Args is nil
 	// Input is the tool input exactly as the model sent it (JSON text; for
 	// a call cut off by the output limit, the part that arrived).
 	Input      string
