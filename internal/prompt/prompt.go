@@ -208,11 +208,11 @@ type Result struct {
 	// what `tsh context` prints unless the window forced a cut (K5). An
 	// executable agent's envelope carries it as tool_context.
 	ToolContext string
-	Input          string    // the current input as sent (or its placeholder)
-	Rules          string    // {{rules}} as substituted: the AGENTS.md snapshot
-	Skills         []Skill   // skills as they entered the prompt: the SKILLS.md snapshot
-	Sections       []Section // system rules skills tools history time input template contract total
-	BudgetChars    int       // input budget (W8); -1 when the window is unknown
+	Input       string    // the current input as sent (or its placeholder)
+	Rules       string    // {{rules}} as substituted: the AGENTS.md snapshot
+	Skills      []Skill   // skills as they entered the prompt: the SKILLS.md snapshot
+	Sections    []Section // system rules skills tools history time input template contract total
+	BudgetChars int       // input budget (W8); -1 when the window is unknown
 	// Hash is the content hash to record in the run's `start` frame and to
 	// print from `ctx agent prompt`: sha256 (hex) of the message array
 	// serialized with Input and Time replaced by their placeholders, so the
