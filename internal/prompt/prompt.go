@@ -34,11 +34,17 @@
 // window.InputBudgetChars (W8). Filling order (W9): the contract, template
 // text, system.md, the current input and time are never cut; skill metadata
 // gets at most 2 % (shortened, then omitted); if the rest still does not fit,
-// the tool context and then the rules are cut with a visible marker; if even
-// that is not enough Build fails with a *BudgetError. History takes what is
-// left, newest first, whole messages only; older messages are left out of the
-// view (Result.HistoryOmitted) and never deleted. With an unknown window the
-// legacy sub-budgets of package window apply instead (W10).
+// the tool context loses its unpinned tools (oldest first), then the rules
+// are cut with a visible marker, then the pinned tools (K5); if even that is
+// not enough Build fails with a *BudgetError. A model run's own turns
+// (Inputs.Turns) come next: the newest always, its tool results cut with a
+// marker if need be, then earlier ones, newest first (Result.TurnsOmitted).
+// History takes what is left, newest first, whole messages only; older
+// messages are left out of the view (Result.HistoryOmitted) and never
+// deleted. With an unknown window the legacy sub-budgets of package window
+// apply instead (W10).
+//
+// A run calls Collect once (the files: U6) and Render for every dispatch.
 package prompt
 
 import (
