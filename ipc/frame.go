@@ -41,6 +41,10 @@ type Frame struct {
 	Version   string   `json:"version,omitempty"`
 	Layer     string   `json:"layer,omitempty"`
 	Replay    bool     `json:"replay,omitempty"`
+
+	// Input is a model's tool input exactly as sent, on a tool_call whose
+	// input was not a valid argv (issue 16 item 9).
+	Input string `json:"input,omitempty"`
 }
 
 // Frame types.
@@ -143,6 +147,7 @@ func (f *Frame) MarshalJSON() ([]byte, error) {
 		j, _ := json.Marshal(args)
 		b.Write(j)
 	})
+	str("input", f.Input)
 	field("timeout_ms", f.TimeoutMS != 0, func() { b.WriteString(strconv.FormatInt(f.TimeoutMS, 10)) })
 	str("decision", f.Decision)
 	str("status", f.Status)

@@ -121,29 +121,8 @@ func ContextText(state State, budgetChars int) string {
 	if len(tools) == 0 {
 		return ""
 	}
-	render := func(ts []Loaded, evicted int) string {
-		var b strings.Builder
-		b.WriteString("Tools loaded through tsh (run one with: tsh call NAME [ARGS...]):\n")
-		for _, t := range ts {
-			b.WriteString("- " + t.Name)
-			if t.Pinned {
-				b.WriteString(" (pinned)")
-			}
-			if d := oneLine(t.Description, maxDescription); d != "" {
-				b.WriteString(": " + d)
-			}
-			if t.Path != "" {
-				b.WriteString(" [" + oneLine(t.Path, 4096) + "]")
-			}
-			b.WriteString("\n")
-		}
-		if evicted > 0 {
-			fmt.Fprintf(&b, "(%d unpinned evicted; still callable)\n", evicted)
-		}
-		return b.String()
-	}
 	evicted := 0
-	text := render(tools, 0)
+	text := renderContext(tools, 0)
 	for budgetChars > 0 && len(text) > budgetChars {
 		i := -1
 		for j := range tools {
@@ -154,13 +133,54 @@ func ContextText(state State, budgetChars int) string {
 		}
 		if i < 0 {
 			// Only pinned tools remain: drop the note, then cut as a last resort.
-			return cutUTF8(render(tools, 0), budgetChars)
+			return cutUTF8(renderContext(tools, 0), budgetChars)
 		}
 		tools = append(tools[:i], tools[i+1:]...)
 		evicted++
-		text = render(tools, evicted)
+		text = renderContext(tools, evicted)
 	}
 	return text
+}
+
+// ContextPinned is the smallest tool context eviction alone can reach: every
+// unpinned tool evicted, every pinned one kept (K5) — the floor a prompt
+// builder cuts the context to before it touches a pinned tool. "" when no
+// tool is loaded.
+func ContextPinned(state State) string {
+	var pinned []Loaded
+	for _, t := range state.Tools {
+		if t.Pinned {
+			pinned = append(pinned, t)
+		}
+	}
+	if len(state.Tools) == 0 {
+		return ""
+	}
+	sort.SliceStable(pinned, func(i, j int) bool { return pinned[i].Order < pinned[j].Order })
+	return renderContext(pinned, len(state.Tools)-len(pinned))
+}
+
+// renderContext is the text of ContextText for ts, noting evicted tools.
+func renderContext(ts []Loaded, evicted int) string {
+	var b strings.Builder
+	b.WriteString("Tools loaded through tsh (run one with: tsh call NAME [ARGS...]):\n")
+	for _, t := range ts {
+		b.WriteString("- " + t.Name)
+		if t.Pinned {
+			b.WriteString(" (pinned)")
+		}
+		if d := oneLine(t.Description, maxDescription); d != "" {
+			b.WriteString(": " + d)
+		}
+		if t.Path != "" {
+			b.WriteString(" [" + oneLine(t.Path, 4096) + "]")
+		}
+		b.WriteString("\n")
+	}
+	if evicted > 0 {
+		fmt.Fprintf(&b, "(%d unpinned evicted; still callable)\n", evicted)
+	}
+	return b.String()
 }
 
 // oneLine makes s a single line of printable text at most max bytes.

@@ -16,6 +16,33 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// TestContextTextPinnedOldestKept: the pinned tool is the OLDEST load, so
+// an eviction that ignored pinning (oldest first) would drop it; it must
+// stay while every unpinned tool goes. ContextPinned is that floor. spec: K5
+func TestContextTextPinnedOldestKept(t *testing.T) {
+	var st State
+	st.Load(Loaded{Name: "keep", Description: "pinned and oldest", Path: "/ctx/tool/keep", Pinned: true})
+	st.Load(Loaded{Name: "b", Description: strings.Repeat("tool b ", 10), Path: "/ctx/tool/b"})
+	st.Load(Loaded{Name: "c", Description: "tool c", Path: "/ctx/tool/c"})
+	full := ContextText(st, 0)
+	got := ContextText(st, len(full)-1)
+	if !strings.Contains(got, "- keep (pinned)") || strings.Contains(got, "- b:") || !strings.Contains(got, "- c:") {
+		t.Fatalf("evict one kept the wrong tools:\n%s", got)
+	}
+	floor := ContextPinned(st)
+	want := "Tools loaded through tsh (run one with: tsh call NAME [ARGS...]):\n" +
+		"- keep (pinned): pinned and oldest [/ctx/tool/keep]\n(2 unpinned evicted; still callable)\n"
+	if floor != want {
+		t.Fatalf("ContextPinned =\n%s\nwant\n%s", floor, want)
+	}
+	if got := ContextText(st, len(floor)); got != floor {
+		t.Fatalf("at the floor:\n%s", got)
+	}
+	if ContextPinned(State{}) != "" {
+		t.Fatal("empty state has a floor")
+	}
+}
+
 func TestContextText(t *testing.T) {
 	var st State
 	if got := ContextText(st, 0); got != "" {

@@ -69,10 +69,11 @@ type defLoaded struct {
 }
 
 type stepStarted struct {
-	gen  int
-	p    *proc.Proc
-	err  error
-	code string // wire code when err is set
+	gen      int
+	p        *proc.Proc
+	err      error
+	code     string   // wire code when err is set
+	warnings []string // what this step's render left out or cut
 }
 
 type agentLine struct {

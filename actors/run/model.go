@@ -5,31 +5,47 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/cortexfs/ctx/actors/tool"
 	"github.com/cortexfs/ctx/internal/envelope"
+	"github.com/cortexfs/ctx/internal/prompt"
 	"github.com/cortexfs/ctx/internal/provider"
+	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/ipc"
+	"github.com/cortexfs/ctx/tsh"
 )
 
-// CodeProviderError is the wire code of a provider failure that is not a
-// missing model (4xx, malformed stream, failure after output began).
-const CodeProviderError = "provider_error"
+// Wire codes of model runs (listed in the README).
+const (
+	// CodeProviderError is a provider failure that is not a missing model
+	// (4xx, malformed stream, failure after output began).
+	CodeProviderError = "provider_error"
+	// CodeTruncated: the model's reply was cut at its output limit inside a
+	// tool call; no call of that reply was run (issue 16 item 6).
+	CodeTruncated = "truncated"
+	// CodeRefused: the model refused, or the provider's content filter
+	// stopped the reply; the message carries the refusal (issue 16 item 6).
+	CodeRefused = "refused"
+)
 
-// model is the state of a model-backed run: the conversation sent to the
-// provider, grown turn by turn with the host's tool results.
+// model is the state of a model-backed run. The conversation is rendered
+// again for every dispatch and every candidate (W6, W8): the prompt from the
+// sources read at the run's start, the tool context as it is now, and this
+// run's own turns.
 type model struct {
 	disp    *provider.Dispatcher
-	req     provider.Request
 	cands   []string
-	usable  map[string]string // model -> "" when usable, else the reason
+	turns   [][]prompt.Message // this run's completed turns: calls and their results
+	cur     []prompt.Message   // the turn whose calls are running
 	turn    int
 	cancel  context.CancelFunc
 	text    strings.Builder
 	calls   []provider.Event // the turn's tool calls, run in order
+	end     provider.Event   // the turn's EventDone
 	current string           // our call id of the call in flight
 	provID  string           // the provider's id of that call
 }
@@ -44,14 +60,21 @@ type modelCandidate struct {
 	model, status, reason string
 }
 
+// modelPrepared reports what one dispatch's render left out or cut, so it
+// is announced (issue 16 item 2).
+type modelPrepared struct {
+	turn     int
+	warnings []string
+}
+
 type modelDone struct {
-	turn int
-	err  error
+	turn   int
+	err    error
+	budget bool // every candidate that could be used was ruled out by the budget
 }
 
 // startModel prepares a model run: the provider configuration (re-read per
-// run, so a rotated key is picked up), the rendered prompt as the first
-// request, and tsh as the one native tool (K1).
+// run, so a rotated key is picked up) and tsh as the one native tool (K1).
 func (a *Actor) startModel(c actor.Context) {
 	cfg, err := provider.Load(a.cfg.Layout.Root, a.cfg.Layout.UID, os.Getenv)
 	if err == nil {
@@ -62,30 +85,35 @@ func (a *Actor) startModel(c actor.Context) {
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeModelUnavailable, Message: err.Error()}, "error")
 		return
 	}
-	m := a.model
-	msgs := a.prep.Prompt.Messages()
-	m.req = provider.Request{Tools: []provider.Tool{provider.TSH()}} // spec: K1 — tsh only
+	for _, cd := range a.prep.Candidates {
+		a.model.cands = append(a.model.cands, cd.Model)
+	}
+	a.modelTurn(c)
+}
+
+// request converts one rendered message array into a provider request.
+func request(msgs []prompt.Message) provider.Request {
+	req := provider.Request{Tools: []provider.Tool{provider.TSH()}} // spec: K1 — tsh only
 	for i, pm := range msgs {
 		switch {
 		case i == 0 && pm.Role == "system":
-			m.req.System = pm.Content
+			req.System = pm.Content
+		case pm.Role == "assistant" && pm.CallID != "":
+			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleAssistant, Text: pm.Content,
+				ToolCallID: pm.CallID, ToolName: pm.Name, ToolArgs: pm.Args, ToolInput: pm.Input})
+		case pm.Role == "tool" && pm.CallID != "":
+			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleTool, ToolCallID: pm.CallID,
+				ToolName: pm.Name, Text: pm.Content, IsError: pm.IsError})
 		case pm.Role == "assistant":
-			m.req.Messages = append(m.req.Messages, provider.Message{Role: provider.RoleAssistant, Text: pm.Content})
+			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleAssistant, Text: pm.Content})
 		case pm.Role == "tool":
 			// Earlier runs' tool results are history, not calls of this conversation.
-			m.req.Messages = append(m.req.Messages, provider.Message{Role: provider.RoleUser, Text: "[earlier tool result]\n" + pm.Content})
+			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleUser, Text: "[earlier tool result]\n" + pm.Content})
 		default:
-			m.req.Messages = append(m.req.Messages, provider.Message{Role: provider.RoleUser, Text: pm.Content})
+			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleUser, Text: pm.Content})
 		}
 	}
-	m.usable = map[string]string{}
-	for _, cd := range a.prep.Candidates {
-		m.cands = append(m.cands, cd.Model)
-		if !cd.Usable {
-			m.usable[cd.Model] = cd.Reason
-		}
-	}
-	a.modelTurn(c)
+	return req
 }
 
 // modelTurn dispatches one model turn off the actor; its events come back as messages.
@@ -102,24 +130,101 @@ func (a *Actor) modelTurn(c actor.Context) {
 	m.turn++
 	m.text.Reset()
 	m.calls = nil
+	m.end = provider.Event{}
 	ctx, cancel := context.WithCancel(a.ctx)
 	m.cancel = cancel
-	turn, self, root := m.turn, c.Self(), c.ActorSystem().Root
-	req, cands, usable, disp := m.req, m.cands, m.usable, m.disp
+	turn, self, root, log := m.turn, c.Self(), c.ActorSystem().Root, a.log
+	cands, disp, prep := m.cands, m.disp, a.prep
+	turns := append([][]prompt.Message(nil), m.turns...) // completed turns are never changed
+	state := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), tsh.StateFileName)
 	a.cfg.Procs.Add(1) // the stream is waited for at shutdown like a process
 	go func() {
 		defer a.cfg.Procs.Done()
-		_, err := disp.Dispatch(ctx, cands, provider.Fixed(req, func(model string) (bool, string) {
-			why, bad := usable[model]
-			return !bad, why
-		}), func(ev provider.Event) error {
+		sawBudget, other := false, false
+		// spec: W6 W8 — each candidate gets its own render within its own
+		// budget, and so does every turn (issue 16 items 1, 2). The tool
+		// context is read again, so a `tsh load` during the run is seen by
+		// the next turn (issue 16 item 5).
+		prepare := func(model string) (provider.Request, bool, string) {
+			cd, ok := candidate(prep.Candidates, model)
+			if !ok {
+				other = true
+				return provider.Request{}, false, "not a candidate of this agent"
+			}
+			if !cd.Usable {
+				other = true
+				return provider.Request{}, false, cd.Reason
+			}
+			var tools *tsh.State
+			if st, err := tsh.ReadState(state); err == nil {
+				tools = &st
+			} else {
+				log.Warn("tool context unreadable; the run's first one is used", "err", err)
+			}
+			res, err := prep.Render(cd, tools, turns)
+			if err != nil {
+				var be *runprep.BudgetError
+				if errors.As(err, &be) {
+					sawBudget = true
+				} else {
+					other = true
+				}
+				return provider.Request{}, false, err.Error()
+			}
+			root.Send(self, &modelPrepared{turn: turn, warnings: renderWarnings(res)})
+			return request(res.Messages()), true, ""
+		}
+		_, err := disp.Dispatch(ctx, cands, prepare, func(ev provider.Event) error {
 			root.Send(self, &modelEvent{turn: turn, ev: ev})
 			return nil
 		}, func(model, status, reason string) {
+			if status == provider.CandidateFailed {
+				other = true
+			}
 			root.Send(self, &modelCandidate{turn: turn, model: model, status: status, reason: reason}) // spec: W6
 		})
-		root.Send(self, &modelDone{turn: turn, err: err})
+		root.Send(self, &modelDone{turn: turn, err: err, budget: sawBudget && !other})
 	}()
+}
+
+// candidate finds model among the prepared candidates.
+func candidate(cands []runprep.Candidate, model string) (runprep.Candidate, bool) {
+	for _, cd := range cands {
+		if cd.Model == model {
+			return cd, true
+		}
+	}
+	return runprep.Candidate{}, false
+}
+
+// renderWarnings is what a render left out or cut, as warning texts.
+func renderWarnings(res *prompt.Result) []string {
+	var ws []string
+	if n := res.HistoryOmitted; n > 0 {
+		ws = append(ws, fmt.Sprintf("%d older history messages were left out of the prompt to fit the window (nothing was deleted)", n))
+	}
+	if n := res.TurnsOmitted; n > 0 {
+		ws = append(ws, fmt.Sprintf("%d earlier model turns of this run (their tool calls and results) were left out of the prompt to fit the window (nothing was deleted)", n))
+	}
+	return append(ws, res.Warnings...)
+}
+
+// warn emits each warning once per run.
+func (a *Actor) warn(c actor.Context, ws []string) {
+	for _, w := range ws {
+		if a.warned[w] {
+			continue
+		}
+		a.warned[w] = true
+		a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: w})
+	}
+}
+
+func (a *Actor) onModelPrepared(c actor.Context, e *modelPrepared) {
+	if a.model == nil || e.turn != a.model.turn || a.concluded || a.cancelled {
+		return
+	}
+	a.warn(c, e.warnings)
 }
 
 func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
@@ -133,6 +238,8 @@ func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
 		a.emit(c, &ipc.Frame{Type: ipc.TypeDelta, Text: e.ev.Text})
 	case provider.EventToolCall:
 		m.calls = append(m.calls, e.ev)
+	case provider.EventDone:
+		m.end = e.ev
 	}
 }
 
@@ -150,25 +257,62 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 	}
 	if e.err != nil {
 		code := CodeProviderError
-		if errors.Is(e.err, provider.ErrModelUnavailable) {
+		switch {
+		case errors.Is(e.err, provider.ErrModelUnavailable) && e.budget:
+			code = ipc.CodeLimitExceeded // spec: W8 — no candidate's window holds this dispatch
+		case errors.Is(e.err, provider.ErrModelUnavailable):
 			code = ipc.CodeModelUnavailable
 		}
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: code, Message: e.err.Error()}, "error")
 		return
+	}
+	// issue 16 item 6: how the reply ended is never dropped.
+	if m.end.Refused() {
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: CodeRefused, Message: refusalMessage(m.end)}, "error")
+		return
+	}
+	if m.end.Truncated() {
+		if len(m.calls) > 0 {
+			// A call in a cut reply may be cut itself: none of them runs.
+			names := make([]string, len(m.calls))
+			for i, call := range m.calls {
+				names[i] = call.Name
+			}
+			a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: CodeTruncated, Message: fmt.Sprintf(
+				"the model's reply was cut at its output limit (stop reason %s) with %d tool call(s) (%s) in it; none was run — raise max_tokens in providers.json or ask for less",
+				m.end.StopReason, len(m.calls), strings.Join(names, ", "))}, "error")
+			return
+		}
+		a.warn(c, []string{fmt.Sprintf("the reply was cut at the model's output limit (stop reason %s); the text is incomplete", m.end.StopReason)})
 	}
 	if len(m.calls) == 0 {
 		// The assistant conclusion is the text of the last turn (interfaces.md).
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: m.text.String()}, "ok")
 		return
 	}
+	m.cur = nil
 	for i, call := range m.calls {
-		msg := provider.Message{Role: provider.RoleAssistant, ToolCallID: call.CallID, ToolName: call.Name, ToolArgs: call.Args}
-		if i == 0 {
-			msg.Text = m.text.String()
+		msg := prompt.Message{Role: "assistant", CallID: call.CallID, Name: call.Name, Args: call.Args}
+		if call.ArgsError != "" {
+			msg.Args, msg.Input = nil, call.Input // what the model really sent (issue 16 item 9)
 		}
-		m.req.Messages = append(m.req.Messages, msg)
+		if i == 0 {
+			msg.Content = m.text.String()
+		}
+		m.cur = append(m.cur, msg)
 	}
 	a.nextModelCall(c)
+}
+
+// refusalMessage says how a reply was refused, with the provider's text.
+func refusalMessage(ev provider.Event) string {
+	switch {
+	case ev.Refusal != "":
+		return "the model refused: " + ev.Refusal
+	case ev.StopReason == "content_filter":
+		return "the provider's content filter stopped the reply (finish_reason content_filter)"
+	}
+	return fmt.Sprintf("the model declined to answer (stop reason %s)", ev.StopReason)
 }
 
 // nextModelCall runs the turn's next tool call through the tool actor, or
@@ -179,6 +323,8 @@ func (a *Actor) nextModelCall(c actor.Context) {
 		return
 	}
 	if len(m.calls) == 0 {
+		m.turns = append(m.turns, m.cur)
+		m.cur = nil
 		a.modelTurn(c)
 		return
 	}
@@ -197,7 +343,9 @@ func (a *Actor) nextModelCall(c actor.Context) {
 		return
 	}
 	if call.ArgsError != "" {
-		a.emit(c, &ipc.Frame{Type: ipc.TypeToolCall, CallID: id, Name: call.Name, Args: []string{}})
+		// issue 16 item 9: the frame records what the model really sent; the
+		// call fails as invalid and never runs.
+		a.emit(c, &ipc.Frame{Type: ipc.TypeToolCall, CallID: id, Name: call.Name, Args: []string{}, Input: call.Input})
 		r := &tool.Result{CallID: id, Name: call.Name, Status: envelope.StatusError, Content: "invalid tool input: " + call.ArgsError}
 		// spec: X7 — every tool_call gets its one host-written tool_result.
 		a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: r.CallID, Name: r.Name, Status: r.Status, Content: r.Content})
@@ -214,8 +362,8 @@ func (a *Actor) onModelToolResult(c actor.Context, r *tool.Result) {
 		return
 	}
 	// The provider knows the call by its own id.
-	m.req.Messages = append(m.req.Messages, provider.Message{Role: provider.RoleTool, ToolCallID: m.provID,
-		ToolName: r.Name, Text: r.Content, IsError: r.Status != envelope.StatusOK})
+	m.cur = append(m.cur, prompt.Message{Role: "tool", CallID: m.provID, Name: r.Name, Content: r.Content,
+		IsError: r.Status != envelope.StatusOK})
 	m.current, m.provID = "", ""
 	a.nextModelCall(c)
 }

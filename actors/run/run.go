@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/prompt"
 	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/ipc"
@@ -55,7 +57,8 @@ type Actor struct {
 	seenCalls map[string]bool
 	obs       *envelope.Observation
 
-	model *model // a model-backed run's conversation
+	model  *model          // a model-backed run's conversation
+	warned map[string]bool // warning texts already emitted (each once per run)
 
 	gen       int        // current step generation
 	p         *proc.Proc // live agent process, if any
@@ -94,6 +97,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onModelEvent(c, m)
 	case *modelCandidate:
 		a.onModelCandidate(c, m)
+	case *modelPrepared:
+		a.onModelPrepared(c, m)
 	case *modelDone:
 		a.onModelDone(c, m)
 	case *ApprovalAnswer:
@@ -119,6 +124,7 @@ func (a *Actor) onStarted(c actor.Context) {
 	a.log = a.cfg.Log.With("actor", "run", "session", a.spec.Session, "run", a.spec.RunID)
 	a.ctx, a.stop = context.WithCancel(context.Background())
 	a.seenCalls = map[string]bool{}
+	a.warned = map[string]bool{}
 	if a.spec.Attempts.Add(1) > 1 {
 		// spec: L4 — a restarted run never runs again; the host concludes it.
 		a.log.Warn("run actor restarted after a crash; concluding the run as interrupted")
@@ -127,7 +133,7 @@ func (a *Actor) onStarted(c actor.Context) {
 		return
 	}
 	a.cfg.Hit("run.start")
-	self, root, l, spec := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.spec
+	self, root, l, spec, log := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.spec, a.log
 	go func() {
 		// Control files are re-read for every run (U6).
 		def, err := agentdef.Load(l, spec.Agent)
@@ -136,9 +142,12 @@ func (a *Actor) onStarted(c actor.Context) {
 			// The window, its environment, and the prompt (R1, W4–W9) —
 			// the same function `ctx agent prompt` calls (R4).
 			sess := l.SessionDir(spec.Agent, spec.Scope, spec.Session)
-			tc, _ := runprep.ToolContext(sess)
+			tools, err := runprep.ToolState(sess)
+			if err != nil {
+				log.Warn("tool context unreadable; the prompt gets none", "err", err)
+			}
 			m.prep, m.perr = runprep.Prepare(runprep.Input{Layout: l, Def: def, SessionDir: sess, Workspace: spec.Workspace,
-				Cwd: spec.Cwd, ToolContext: tc, History: spec.HistoryMsgs, Input: spec.Input, Time: time.Now()})
+				Cwd: spec.Cwd, ToolState: tools, History: spec.HistoryMsgs, Input: spec.Input, Time: time.Now()})
 		}
 		root.Send(self, m)
 	}()
@@ -181,12 +190,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	}
 	if m.prep != nil && m.prep.Prompt != nil {
 		// What the builder left out or shortened is said, as durable frames.
-		if n := m.prep.Prompt.HistoryOmitted; n > 0 {
-			a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: fmt.Sprintf("%d older history messages were left out of the prompt to fit the window (nothing was deleted)", n)})
-		}
-		for _, w := range m.prep.Prompt.Warnings {
-			a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: w})
-		}
+		a.warn(c, renderWarnings(m.prep.Prompt))
 	}
 	if m.prep != nil && m.prep.SnapshotErr != nil {
 		a.log.Warn("session snapshots not written (the run goes on)", "err", m.prep.SnapshotErr) // R5
@@ -228,6 +232,7 @@ func (a *Actor) startStep(c actor.Context) {
 		Roots: a.cfg.Roots, Ident: a.view.Identity()}
 	env := envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
 		HistoryMessages: a.spec.History, Observation: a.obs}
+	prep := a.prep
 	file := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), tsh.StateFileName)
 	a.starts++
 	a.gen++
@@ -240,10 +245,27 @@ func (a *Actor) startStep(c actor.Context) {
 	cfg.Procs.Add(1)
 	go func() {
 		defer cfg.Procs.Done()
+		var tools *tsh.State
 		if st, err := tsh.ReadState(file); err == nil {
-			env.ToolContext = tsh.ContextText(st, tsh.DefaultContextBudget)
+			tools = &st
 		} else {
 			log.Warn("tool context unreadable; sending none", "err", err)
+			tools = &tsh.State{}
+		}
+		var warnings []string
+		if prep != nil {
+			// spec: X5 R4 — the envelope carries the budgeted view `ctx agent
+			// prompt` prints and the start hash describes: the history view
+			// and the tool context as rendered for this step (issue 16 item 3).
+			res, err := prep.Render(prep.Selection(), tools, nil)
+			if err != nil {
+				root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.Code(err)})
+				return
+			}
+			env.HistoryMessages, env.ToolContext = historyView(res.History), res.ToolContext
+			warnings = renderWarnings(res)
+		} else {
+			env.ToolContext = tsh.ContextText(*tools, tsh.DefaultContextBudget)
 		}
 		stdin, err := envelope.Encode(&env)
 		if err != nil {
@@ -256,7 +278,7 @@ func (a *Actor) startStep(c actor.Context) {
 			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}
-		root.Send(self, &stepStarted{gen: gen, p: p})
+		root.Send(self, &stepStarted{gen: gen, p: p, warnings: warnings})
 		cfg.Procs.Add(1)
 		readAgent(root, self, gen, p, cfg)
 	}()
@@ -276,6 +298,9 @@ func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 	}
 	a.p = m.p
 	a.procs = append(a.procs, m.p)
+	if !a.cancelled && !a.concluded {
+		a.warn(c, m.warnings)
+	}
 	if a.cancelled || a.concluded {
 		m.p.Terminate(a.ctx, a.cfg.CancelGrace) // spec: X6 — checked after the process too
 	}
@@ -415,6 +440,26 @@ func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
 		return
 	}
 	a.startTool(c, call)
+}
+
+// historyView is history_messages: the history view as a JSON array of
+// {"role","content"} objects, within X5's 64 KiB (the builder already caps
+// the view at that size; this only guards the encoding's edge).
+func historyView(h []prompt.Message) string {
+	for {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if h == nil {
+			h = []prompt.Message{}
+		}
+		_ = enc.Encode(h) // strings only: cannot fail
+		out := strings.TrimSuffix(b.String(), "\n")
+		if len(out) <= envelope.MaxContext || len(h) == 0 {
+			return out
+		}
+		h = h[1:]
+	}
 }
 
 func stderrTail(b []byte) string {

@@ -41,7 +41,7 @@ func (c *PromptCmd) Run(env *Env) error {
 		fmt.Fprintf(env.Stderr, "ctx: warning: %v; history shown as a placeholder\n", err)
 		in.HistoryAbsent = true
 	}
-	if in.ToolContext, err = runprep.ToolContext(sess); err != nil {
+	if in.ToolState, err = runprep.ToolState(sess); err != nil {
 		fmt.Fprintf(env.Stderr, "ctx: warning: %v; tool context left empty\n", err)
 	}
 	// ctx sends the directory it runs in as the request's workspace.

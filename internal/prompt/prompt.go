@@ -34,11 +34,17 @@
 // window.InputBudgetChars (W8). Filling order (W9): the contract, template
 // text, system.md, the current input and time are never cut; skill metadata
 // gets at most 2 % (shortened, then omitted); if the rest still does not fit,
-// the tool context and then the rules are cut with a visible marker; if even
-// that is not enough Build fails with a *BudgetError. History takes what is
-// left, newest first, whole messages only; older messages are left out of the
-// view (Result.HistoryOmitted) and never deleted. With an unknown window the
-// legacy sub-budgets of package window apply instead (W10).
+// the tool context loses its unpinned tools (oldest first), then the rules
+// are cut with a visible marker, then the pinned tools (K5); if even that is
+// not enough Build fails with a *BudgetError. A model run's own turns
+// (Inputs.Turns) come next: the newest always, its tool results cut with a
+// marker if need be, then earlier ones, newest first (Result.TurnsOmitted).
+// History takes what is left, newest first, whole messages only; older
+// messages are left out of the view (Result.HistoryOmitted) and never
+// deleted. With an unknown window the legacy sub-budgets of package window
+// apply instead (W10).
+//
+// A run calls Collect once (the files: U6) and Render for every dispatch.
 package prompt
 
 import (
@@ -56,6 +62,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cortexfs/ctx/internal/window"
+	"github.com/cortexfs/ctx/tsh"
 )
 
 // Contract is the immutable runtime contract (spec: R3), verbatim.
@@ -118,6 +125,19 @@ func (d Dir) viewRoot() string {
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// A model run's own turns (Inputs.Turns) also carry their call: the
+	// assistant message that makes it, and the "tool" message answering it.
+	CallID string   `json:"call_id,omitempty"`
+	Name   string   `json:"name,omitempty"`
+	Args   []string `json:"args,omitempty"`
+	// Input is the model's tool input as it sent it, when that was not a
+	// valid argv (issue 16 item 9).
+	Input   string `json:"input,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+func (m Message) plain() bool {
+	return m.CallID == "" && m.Name == "" && m.Args == nil && m.Input == "" && !m.IsError
 }
 
 // Inputs is everything one build reads besides files.
@@ -128,7 +148,11 @@ type Inputs struct {
 	AgentHome  Dir    // home/<uid>/agent/<name> (/home/agent)
 	CtxHome    Dir    // CTX_HOME = home/<uid> (/ctx/home/<uid>)
 
-	ToolContext string    // K5 tool context text
+	// ToolState is the session's tsh state (tools.json): the tool context
+	// is rendered from it and, over budget, loses unpinned tools first
+	// (K5). When nil, ToolContext is the text, cut from the end.
+	ToolState   *tsh.State
+	ToolContext string    // K5 tool context text (when ToolState is nil)
 	History     []Message // durable history before the current input, oldest first
 	Input       string    // the current input
 	Time        time.Time // the build time
@@ -140,6 +164,11 @@ type Inputs struct {
 	// the JSON bytes of the view's message array (e.g. 64 KiB for the
 	// sdk-envelope-v1 history_messages string, X5). 0 = no extra cap.
 	HistoryMaxChars int
+
+	// Turns are a model run's own turns after the input, oldest first: each
+	// the assistant messages of one model turn (one per call) and the tool
+	// messages answering them. Every dispatch of a run must fit (W8).
+	Turns [][]Message
 
 	// Placeholders renders for `ctx agent prompt` (spec: R4): Input and Time
 	// are replaced by InputPlaceholder and TimePlaceholder, and when
@@ -177,11 +206,16 @@ type Result struct {
 	System         string    // the first system message, ending with Contract
 	History        []Message // the history view, oldest first (sent as messages or inlined)
 	HistoryOmitted int       // older messages left out of the view (still durable)
-	Input          string    // the current input as sent (or its placeholder)
-	Rules          string    // {{rules}} as substituted: the AGENTS.md snapshot
-	Skills         []Skill   // skills as they entered the prompt: the SKILLS.md snapshot
-	Sections       []Section // system rules skills tools history time input template contract total
-	BudgetChars    int       // input budget (W8); -1 when the window is unknown
+	TurnsOmitted   int       // earlier turns of this run left out of this dispatch
+	// ToolContext is the tool context as it entered the prompt, untrimmed:
+	// what `tsh context` prints unless the window forced a cut (K5). An
+	// executable agent's envelope carries it as tool_context.
+	ToolContext string
+	Input       string    // the current input as sent (or its placeholder)
+	Rules       string    // {{rules}} as substituted: the AGENTS.md snapshot
+	Skills      []Skill   // skills as they entered the prompt: the SKILLS.md snapshot
+	Sections    []Section // system rules skills tools history time input template contract total
+	BudgetChars int       // input budget (W8); -1 when the window is unknown
 	// Hash is the content hash to record in the run's `start` frame and to
 	// print from `ctx agent prompt`: sha256 (hex) of the message array
 	// serialized with Input and Time replaced by their placeholders, so the
@@ -283,7 +317,8 @@ type assembly struct {
 	occ         map[string]int
 	vals        map[string]string
 	hist        []Message
-	placeholder bool // history is the placeholder
+	turns       [][]Message // the run's own turns, after the input
+	placeholder bool        // history is the placeholder
 }
 
 func (a *assembly) inline() bool { return a.occ["history"] > 0 }
@@ -306,22 +341,34 @@ func (a *assembly) messages() []Message {
 		}
 		msgs = append(msgs, a.hist...)
 	}
-	return append(msgs, Message{Role: "user", Content: vals["input"]})
+	msgs = append(msgs, Message{Role: "user", Content: vals["input"]})
+	for _, t := range a.turns {
+		msgs = append(msgs, t...)
+	}
+	return msgs
 }
 
-// Build renders the prompt (R1) within the budget (W8–W10). Control files are
-// re-read on every call (U6). It fails only when a control file cannot be
-// read, or with a *BudgetError; everything else degrades with a warning.
-func Build(in Inputs) (*Result, error) {
+// Sources are the files one build reads: system.md, the template, the
+// merged rules and the skill metadata. A run collects them once, at its start
+// (U6: a control file changed during a run takes effect at the next run), and
+// renders every dispatch from them with the window, tool context and turns of
+// that moment.
+type Sources struct {
+	system, tmpl string
+	rules        string
+	skills       []Skill
+	warnings     []string
+}
+
+// Collect reads the sources of a build (R1, R2; control files are re-read on
+// every call, U6). It fails only when a control file cannot be read.
+func Collect(in Inputs) (*Sources, error) {
 	fsys := in.fsys
 	if fsys == nil {
 		// spec: V2 — discovery stays inside the directories the agent's view
 		// shows; no symlink below them is followed (see osFS).
 		fsys = osFS{roots: []string{in.Workspace.Host, in.AgentHome.Host, in.CtxHome.Host}}
 	}
-	r := &Result{BudgetChars: -1}
-	warn := func(format string, a ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, a...)) }
-
 	// spec: U6 — system.md and prompt.template.md are read at every build.
 	system, _, err := readControl(fsys, in.ControlDir, SystemFile)
 	if err != nil {
@@ -334,13 +381,77 @@ func Build(in Inputs) (*Result, error) {
 	if !ok {
 		tmpl = defaultTemplate
 	}
-	rules, ws := collectRules(fsys, &in) // spec: R1
-	r.Warnings = append(r.Warnings, ws...)
-	allSkills, ws := collectSkills(fsys, &in) // spec: R2
-	r.Warnings = append(r.Warnings, ws...)
+	src := &Sources{system: strings.TrimRight(system, "\n"), tmpl: tmpl}
+	var ws []string
+	src.rules, ws = collectRules(fsys, &in) // spec: R1
+	src.warnings = append(src.warnings, ws...)
+	src.skills, ws = collectSkills(fsys, &in) // spec: R2
+	src.warnings = append(src.warnings, ws...)
+	return src, nil
+}
 
-	system = strings.TrimRight(system, "\n")
-	tools := strings.TrimRight(clean(in.ToolContext), "\n")
+// Build renders the prompt (R1) within the budget (W8–W10): Collect, then
+// Render. It fails only when a control file cannot be read, or with a
+// *BudgetError; everything else degrades with a warning.
+func Build(in Inputs) (*Result, error) {
+	src, err := Collect(in)
+	if err != nil {
+		return nil, err
+	}
+	return src.Render(in)
+}
+
+// toolSource renders the tool context at a size: from the session's tsh
+// state when there is one — eviction drops unpinned tools first, oldest
+// first, and pinned ones only as a last resort (spec: K5) — else by cutting
+// the given text.
+type toolSource struct {
+	state *tsh.State
+	text  string
+}
+
+// at renders the context within n UTF-8 bytes (never more), untrimmed.
+func (t toolSource) at(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if t.state != nil {
+		return tsh.ContextText(*t.state, n)
+	}
+	return cutText(clean(t.text), n, "tool context")
+}
+
+// full is the context before any window cut: what `tsh context` prints.
+func (t toolSource) full() string {
+	if t.state != nil {
+		return tsh.ContextText(*t.state, tsh.DefaultContextBudget)
+	}
+	return clean(t.text)
+}
+
+// floor is the size eviction alone reaches: every pinned tool kept.
+func (t toolSource) floor() int {
+	if t.state != nil {
+		return len(tsh.ContextPinned(*t.state))
+	}
+	return 0
+}
+
+func promptTools(s string) string { return strings.TrimRight(s, "\n") }
+
+// Render renders one message array from the sources (R1) within the budget
+// (W8–W10). With in.Turns (a model run's own calls and results after the
+// input) the whole array still fits: what no longer fits is left out oldest
+// first — history, then the run's earlier turns — and the newest turn's tool
+// results are cut with a visible marker before the render fails.
+func (s *Sources) Render(in Inputs) (*Result, error) {
+	r := &Result{BudgetChars: -1}
+	r.Warnings = append(r.Warnings, s.warnings...)
+	warn := func(format string, a ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, a...)) }
+
+	system, rules := s.system, s.rules
+	ts := toolSource{state: in.ToolState, text: in.ToolContext}
+	toolText := ts.full()
 	input := clean(in.Input)
 	now := in.Time.UTC().Format(time.RFC3339)
 	if in.Placeholders { // spec: R4
@@ -370,15 +481,18 @@ func Build(in Inputs) (*Result, error) {
 		}
 		system = legacy(system, window.LegacySystemChars, SystemFile)
 		rules = legacy(rules, window.LegacyRulesChars, "rules")
-		tools = legacy(tools, window.LegacyToolsChars, "tool context")
+		if len(toolText) > window.LegacyToolsChars {
+			warn("tool context: %d bytes over the %d-byte budget for an unknown window; unpinned tools evicted first", len(toolText)-window.LegacyToolsChars, window.LegacyToolsChars)
+			toolText = ts.at(window.LegacyToolsChars)
+		}
 	}
 	if in.HistoryMaxChars > 0 && (histCap < 0 || in.HistoryMaxChars < histCap) {
 		histCap = in.HistoryMaxChars
 	}
-	skills, ws := fitSkills(allSkills, skillCap) // spec: R2 W9
+	skills, ws := fitSkills(s.skills, skillCap) // spec: R2 W9
 	r.Warnings = append(r.Warnings, ws...)
 
-	parts, unknown := parseTemplate(tmpl)
+	parts, unknown := parseTemplate(s.tmpl)
 	for _, u := range unknown {
 		warn("template: unknown variable {{%s}} left as text", u)
 	}
@@ -387,7 +501,7 @@ func Build(in Inputs) (*Result, error) {
 		occ:   map[string]int{},
 		vals: map[string]string{
 			"system": system, "rules": rules, "skills": RenderSkills(skills),
-			"tools": tools, "time": now, "input": input,
+			"tools": promptTools(toolText), "time": now, "input": input,
 		},
 		placeholder: in.Placeholders && in.HistoryAbsent,
 	}
@@ -396,12 +510,39 @@ func Build(in Inputs) (*Result, error) {
 			a.occ[p.v]++
 		}
 	}
+	turns := cleanTurns(in.Turns)
 
 	if budget >= 0 {
-		if err := fitFixed(a, budget, warn); err != nil {
+		if n := len(turns); n > 0 {
+			// The newest turn at its smallest is reserved before the
+			// fixed parts are sized: the model must see its last results.
+			a.turns = [][]Message{cutTurn(turns[n-1], 0)}
+		}
+		note := ""
+		if ts.state != nil {
+			note = " (unpinned tools evicted first; pinned kept)"
+		}
+		stages := []stage{
+			{key: "tools", label: "tool context", lo: ts.floor(), hi: len(toolText), at: ts.at, orig: toolText, note: note},
+			{key: "rules", label: "rules", lo: 0, hi: len(rules), orig: rules,
+				at: func(n int) string { return cutText(rules, n, "rules") }},
+		}
+		if ts.floor() > 0 {
+			stages = append(stages, stage{key: "tools", label: "tool context (pinned tools)", lo: 0, hi: ts.floor(), at: ts.at, orig: toolText})
+		}
+		chosen, err := fitFixed(a, budget, stages, warn)
+		if err != nil {
 			return nil, err
 		}
+		if t, ok := chosen["tools"]; ok {
+			toolText = t
+		}
 	}
+	omitted, err := selectTurns(a, turns, budget, warn)
+	if err != nil {
+		return nil, err
+	}
+	r.TurnsOmitted = omitted
 	if !a.placeholder {
 		a.hist, r.HistoryOmitted = selectHistory(a, hist, budget, histCap)
 	}
@@ -417,6 +558,7 @@ func Build(in Inputs) (*Result, error) {
 	r.messages, r.json = msgs, data
 	r.System, r.History, r.Input = msgs[0].Content, a.hist, input
 	r.Rules, r.Skills = a.vals["rules"], skills
+	r.ToolContext = toolText
 	r.DispatchHash = hashHex(data)
 	r.Hash = r.DispatchHash
 	if !in.Placeholders {
@@ -457,43 +599,159 @@ func Build(in Inputs) (*Result, error) {
 	return r, nil
 }
 
-// fitFixed cuts the tool context, then the rules, until the array without
-// history fits the budget (spec: W9).
-func fitFixed(a *assembly, budget int, warn func(string, ...any)) error {
+// stage is one part fitFixed may shrink: a.vals[key] = at(n) (trimmed) for
+// n in [lo, hi], hi being the current size.
+type stage struct {
+	key, label string
+	lo, hi     int
+	at         func(n int) string
+	orig       string // the untrimmed value before the cut, for the warning
+	note       string
+}
+
+// fitFixed shrinks the parts in stage order — the tool context down to its
+// pinned tools, then the rules, then the pinned tools — until the array
+// without history (and with the turns already reserved) fits the budget
+// (spec: W9, K5). It returns the untrimmed value chosen per key it changed.
+func fitFixed(a *assembly, budget int, stages []stage, warn func(string, ...any)) (map[string]string, error) {
+	hist := a.hist
 	a.hist = nil
+	defer func() { a.hist = hist }()
 	cost := func() int { return arrayCost(a.messages()) }
+	chosen := map[string]string{}
 	if cost() <= budget {
-		return nil
+		return chosen, nil
 	}
-	for _, key := range []string{"tools", "rules"} {
-		orig := a.vals[key]
-		if a.occ[key] == 0 || orig == "" {
+	for _, st := range stages {
+		if a.occ[st.key] == 0 || a.vals[st.key] == "" || st.hi <= st.lo && st.lo > 0 {
 			continue
 		}
-		label := map[string]string{"tools": "tool context", "rules": "rules"}[key]
-		a.vals[key] = ""
+		set := func(n int) {
+			v := st.at(n)
+			chosen[st.key] = v
+			a.vals[st.key] = strings.TrimRight(v, "\n")
+		}
+		set(st.lo)
 		if cost() > budget {
-			warn("%s: left out entirely to fit the context window", label)
+			if st.lo == 0 {
+				warn("%s: left out entirely to fit the context window", st.label)
+			} else {
+				warn("%s: cut to %d of %d bytes to fit the context window%s", st.label, len(a.vals[st.key]), len(st.orig), st.note)
+			}
 			continue
 		}
-		lo, hi := 0, len(orig)
+		lo, hi := st.lo, st.hi
 		for lo < hi {
 			mid := (lo + hi + 1) / 2
-			a.vals[key] = cutText(orig, mid, label)
+			set(mid)
 			if cost() <= budget {
 				lo = mid
 			} else {
 				hi = mid - 1
 			}
 		}
-		a.vals[key] = cutText(orig, lo, label)
-		warn("%s: cut to %d of %d bytes to fit the context window", label, len(a.vals[key]), len(orig))
-		return nil
+		set(lo)
+		warn("%s: cut to %d of %d bytes to fit the context window%s", st.label, len(a.vals[st.key]), len(st.orig), st.note)
+		return chosen, nil
 	}
 	if c := cost(); c > budget {
-		return &BudgetError{Need: c, Budget: budget}
+		return nil, &BudgetError{Need: c, Budget: budget}
 	}
-	return nil
+	return chosen, nil
+}
+
+// cleanTurns makes the turns' text valid UTF-8 (copies).
+func cleanTurns(turns [][]Message) [][]Message {
+	out := make([][]Message, 0, len(turns))
+	for _, t := range turns {
+		c := make([]Message, len(t))
+		for i, m := range t {
+			m.Content, m.Input = clean(m.Content), clean(m.Input)
+			c[i] = m
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// cutTurn returns a copy of turn with every tool result cut to at most max
+// bytes of content, a visible marker saying so (max 0 leaves the marker only).
+func cutTurn(turn []Message, max int) []Message {
+	out := append([]Message(nil), turn...)
+	for i := range out {
+		if out[i].Role != "tool" {
+			continue
+		}
+		s := out[i].Content
+		if len(s) <= max {
+			continue
+		}
+		marker := func(kept int) string {
+			return fmt.Sprintf("[… tool result cut by ctx to fit the context window: %d of %d bytes shown]", kept, len(s))
+		}
+		kept := cutUTF8(s, max-len(marker(len(s)))-1)
+		if kept == "" {
+			out[i].Content = marker(0)
+		} else {
+			out[i].Content = kept + "\n" + marker(len(kept))
+		}
+	}
+	return out
+}
+
+// selectTurns keeps the run's turns within the budget (spec: W8, W9;
+// issue 16 item 2): the newest always — its tool results cut when it does
+// not fit whole — then earlier turns, newest first, whole; the older ones
+// are left out (returned as omitted). Without a budget all are kept.
+func selectTurns(a *assembly, turns [][]Message, budget int, warn func(string, ...any)) (omitted int, err error) {
+	a.turns = nil
+	if len(turns) == 0 {
+		return 0, nil
+	}
+	if budget < 0 {
+		a.turns = turns
+		return 0, nil
+	}
+	hist := a.hist
+	a.hist = nil
+	defer func() { a.hist = hist }()
+	cost := func() int { return arrayCost(a.messages()) }
+	newest := turns[len(turns)-1]
+	a.turns = [][]Message{newest}
+	if cost() > budget {
+		longest := 0
+		for _, m := range newest {
+			if m.Role == "tool" {
+				longest = max(longest, len(m.Content))
+			}
+		}
+		a.turns = [][]Message{cutTurn(newest, 0)}
+		if c := cost(); c > budget {
+			return 0, &BudgetError{Need: c, Budget: budget}
+		}
+		lo, hi := 0, longest
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			a.turns = [][]Message{cutTurn(newest, mid)}
+			if cost() <= budget {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		a.turns = [][]Message{cutTurn(newest, lo)}
+		warn("tool results: the latest cut to at most %d bytes each to fit the context window", lo)
+	}
+	kept := 1
+	for i := len(turns) - 2; i >= 0; i-- {
+		a.turns = append([][]Message{turns[i]}, a.turns...)
+		if cost() > budget {
+			a.turns = a.turns[1:]
+			break
+		}
+		kept++
+	}
+	return len(turns) - kept, nil
 }
 
 // selectHistory keeps the newest whole messages that fit (spec: W9): within
@@ -621,6 +879,10 @@ func jsonCost(s string) int {
 
 // msgCost is the JSON length of one {"role":…,"content":…} object.
 func msgCost(m Message) int {
+	if !m.plain() {
+		b, _ := marshal([]Message{m})
+		return len(b) - 2
+	}
 	return len(`{"role":"","content":""}`) + jsonCost(m.Role) + jsonCost(m.Content)
 }
 

@@ -134,7 +134,7 @@ func (a *Anthropic) encode(req Request) ([]byte, error) {
 				blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Text})
 			}
 			if m.ToolCallID != "" {
-				blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: m.ToolCallID, Name: m.ToolName, Input: encodeArgs(m.ToolArgs)})
+				blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: m.ToolCallID, Name: m.ToolName, Input: anthropicInput(m)})
 			}
 		case RoleTool:
 			role = "user"
@@ -161,20 +161,38 @@ func (a *Anthropic) encode(req Request) ([]byte, error) {
 	return body, nil
 }
 
+// anthropicInput is a tool_use block's input: the model's own input when
+// the call carries it (issue 16 item 9) — verbatim when it is a JSON object,
+// the only input the API accepts back; otherwise the text under "input_text"
+// so the model still sees what it sent — else the argv as {"args":[...]}.
+func anthropicInput(m Message) json.RawMessage {
+	if m.ToolInput == "" {
+		return encodeArgs(m.ToolArgs)
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(m.ToolInput), &obj) == nil && obj != nil {
+		return json.RawMessage(m.ToolInput)
+	}
+	b, _ := json.Marshal(map[string]string{"input_text": strings.ToValidUTF8(m.ToolInput, "\uFFFD")})
+	return b
+}
+
 // anthropicDecoder turns the Messages stream into Events.
 type anthropicDecoder struct {
 	name   string
 	redact func(string) string // removes the key from server text; nil in table tests
 	blocks map[int]*anthropicBlockState
+	order  []*anthropicBlockState // blocks in start order
 	calls  []Event
 	stop   string
 }
 
 type anthropicBlockState struct {
-	kind  string // text, tool_use, or anything else (ignored)
-	id    string
-	name  string
-	input strings.Builder
+	kind    string // text, tool_use, or anything else (ignored)
+	id      string
+	name    string
+	input   strings.Builder
+	stopped bool
 }
 
 // anthropicEvent is the union of the stream's data objects.
@@ -235,6 +253,7 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 		}
 		b := &anthropicBlockState{kind: ev.ContentBlock.Type, id: ev.ContentBlock.ID, name: ev.ContentBlock.Name}
 		d.blocks[*ev.Index] = b
+		d.order = append(d.order, b)
 		if b.kind == "tool_use" && b.id == "" {
 			return false, fmt.Errorf("%s: %w: tool_use block %d without id", d.name, ErrMalformed, *ev.Index)
 		}
@@ -278,10 +297,11 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 		if !ok {
 			return false, fmt.Errorf("%s: %w: stop for unknown content block %d", d.name, ErrMalformed, *ev.Index)
 		}
-		if b.kind == "tool_use" {
+		if b.kind == "tool_use" && !b.stopped {
 			args, why := parseArgs(b.input.String())
-			d.calls = append(d.calls, Event{Kind: EventToolCall, CallID: b.id, Name: b.name, Args: args, ArgsError: why})
+			d.calls = append(d.calls, Event{Kind: EventToolCall, CallID: b.id, Name: b.name, Args: args, ArgsError: why, Input: b.input.String()})
 		}
+		b.stopped = true
 		return false, nil
 	case "message_delta":
 		if ev.Delta != nil && ev.Delta.StopReason != "" {
@@ -289,6 +309,15 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 		}
 		return false, nil
 	case "message_stop":
+		// A tool_use block the output limit cut off gets no
+		// content_block_stop: it is reported as a call whose input is
+		// incomplete, never dropped silently (issue 16 item 6).
+		for _, b := range d.order {
+			if b.kind == "tool_use" && !b.stopped {
+				d.calls = append(d.calls, Event{Kind: EventToolCall, CallID: b.id, Name: b.name,
+					ArgsError: "tool input cut off before it was complete", Input: b.input.String()})
+			}
+		}
 		for _, c := range d.calls {
 			if err := emit(c); err != nil {
 				return false, err

@@ -58,8 +58,9 @@ type ProviderConfig struct {
 	KeyError  error  // a credential source was refused; Dispatch reports the candidate failed
 	MaxTokens int    // W11: a fixed output limit; for openai 0 omits it
 	// MaxTokensField is the openai request field carrying MaxTokens:
-	// "max_completion_tokens" (default; OpenAI's current name) or "max_tokens"
-	// (older compatible servers).
+	// "max_completion_tokens" (OpenAI's current name) or "max_tokens" (what
+	// Ollama's /v1, llama.cpp and most compatible servers read). Default:
+	// DefaultMaxTokensField of the base URL.
 	MaxTokensField string
 	Timeout        time.Duration // bounds a whole request, stream included
 	IdleTimeout    time.Duration // bounds the wait for headers and between stream reads
@@ -246,7 +247,7 @@ func resolve(name string, fp fileProvider, root string, uid int, getenv func(str
 		pc.MaxTokens = DefaultMaxTokens
 	case KindOpenAI:
 		if pc.MaxTokensField == "" {
-			pc.MaxTokensField = "max_completion_tokens"
+			pc.MaxTokensField = DefaultMaxTokensField(pc.BaseURL)
 		}
 	case "":
 		return pc, fmt.Errorf("%w: \"type\" is required (anthropic or openai)", ErrConfig)
@@ -287,6 +288,19 @@ func resolve(name string, fp fileProvider, root string, uid int, getenv func(str
 	}
 	pc.APIKey, pc.KeyError = readSecret(SecretsPath(root, uid, name), uid)
 	return pc, nil
+}
+
+// DefaultMaxTokensField is the openai output-limit field used when
+// providers.json names none (issue 16 item 10): max_completion_tokens for
+// api.openai.com, which deprecated max_tokens and refuses it for its
+// reasoning models; max_tokens everywhere else — Ollama's /v1 and
+// llama.cpp's server read only that one, vLLM and the hosted compatible
+// endpoints accept it.
+func DefaultMaxTokensField(baseURL string) string {
+	if u, err := url.Parse(baseURL); err == nil && strings.EqualFold(u.Hostname(), "api.openai.com") {
+		return "max_completion_tokens"
+	}
+	return "max_tokens"
 }
 
 func or(v, def time.Duration) time.Duration {

@@ -193,6 +193,42 @@ func (e *endpoint) statusError(resp *http.Response) *StatusError {
 	return se
 }
 
+// fieldError turns the payload of an SSE "error" field (llama.cpp's server:
+// {"code":400,"message":"...","type":"exceed_context_size_error"}; some
+// proxies wrap it as {"error":{...}}) into a StatusError carrying the
+// server's code and message. A 4xx is not retried (Dispatcher); a payload
+// without a usable code counts as a server error (500).
+func (e *endpoint) fieldError(payload string) *StatusError {
+	type body struct {
+		Code    json.RawMessage `json:"code"`
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+	}
+	var b struct {
+		body
+		Error *body `json:"error"`
+	}
+	se := &StatusError{Provider: e.name, Code: 500}
+	if json.Unmarshal([]byte(payload), &b) != nil {
+		se.Message = payload
+	} else {
+		x := b.body
+		if b.Error != nil {
+			x = *b.Error
+		}
+		se.Type, se.Message = x.Type, x.Message
+		if n, err := strconv.Atoi(strings.Trim(string(x.Code), `"`)); err == nil && n >= 400 && n < 600 {
+			se.Code = n
+		}
+		if se.Message == "" && se.Type == "" {
+			se.Message = payload
+		}
+	}
+	se.Type = bound(e.redact(strings.ToValidUTF8(se.Type, "\uFFFD")), 100)
+	se.Message = bound(e.redact(strings.ToValidUTF8(se.Message, "\uFFFD")), 512)
+	return se
+}
+
 // redact removes the key from text that came from the server. spec: D9
 func (e *endpoint) redact(s string) string {
 	if k := e.key.Reveal(); len(k) >= 4 {
@@ -244,6 +280,10 @@ func (s *stream) pump(end string, event func(string, func(Event) error) (bool, e
 				return onNextErr(err)
 			}
 			return err
+		}
+		if ev.Error != "" {
+			// spec: issue 16 item 7 — the server's own failure report.
+			return s.ep.fieldError(ev.Error)
 		}
 		done, err := event(ev.Data, send)
 		if err != nil {

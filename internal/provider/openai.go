@@ -29,7 +29,7 @@ var _ Provider = (*OpenAI)(nil)
 func NewOpenAI(pc ProviderConfig) *OpenAI {
 	f := pc.MaxTokensField
 	if f == "" {
-		f = "max_completion_tokens"
+		f = DefaultMaxTokensField(pc.BaseURL)
 	}
 	return &OpenAI{
 		ep:         newEndpoint(pc, strings.TrimRight(pc.BaseURL, "/")+"/chat/completions"),
@@ -144,6 +144,9 @@ func (o *OpenAI) encode(req Request) ([]byte, error) {
 				var tc openaiToolCall
 				tc.ID, tc.Type = m.ToolCallID, "function"
 				tc.Function.Name, tc.Function.Arguments = m.ToolName, string(encodeArgs(m.ToolArgs))
+				if m.ToolInput != "" {
+					tc.Function.Arguments = m.ToolInput // what the model really sent (issue 16 item 9)
+				}
 				last.ToolCalls = append(last.ToolCalls, tc)
 			}
 		case RoleTool:
@@ -167,6 +170,9 @@ func (o *OpenAI) encode(req Request) ([]byte, error) {
 	return body, nil
 }
 
+// maxRefusal bounds the refusal text kept from a stream.
+const maxRefusal = 4 << 10
+
 // openaiDecoder turns chat.completion.chunk objects into Events.
 type openaiDecoder struct {
 	name     string
@@ -174,7 +180,8 @@ type openaiDecoder struct {
 	calls    []*openaiCallState
 	byIndex  map[int]*openaiCallState
 	stop     string
-	finished bool // a finish_reason arrived
+	refusal  strings.Builder // delta.refusal pieces
+	finished bool            // a finish_reason arrived
 }
 
 type openaiCallState struct {
@@ -187,6 +194,7 @@ type openaiChunk struct {
 		Index int `json:"index"`
 		Delta struct {
 			Content   *string `json:"content"`
+			Refusal   *string `json:"refusal"`
 			ToolCalls []struct {
 				Index    *int   `json:"index"`
 				ID       string `json:"id"`
@@ -238,6 +246,9 @@ func (d *openaiDecoder) event(data string, emit func(Event) error) (done bool, e
 				return false, err
 			}
 		}
+		if c.Delta.Refusal != nil && d.refusal.Len() < maxRefusal {
+			d.refusal.WriteString(*c.Delta.Refusal) // shown as the refusal (issue 16 item 6)
+		}
 		for _, tc := range c.Delta.ToolCalls {
 			cs := d.callFor(tc.Index, tc.ID)
 			if tc.ID != "" {
@@ -261,9 +272,13 @@ func (d *openaiDecoder) event(data string, emit func(Event) error) (done bool, e
 // callFor finds the call a tool_calls fragment belongs to: by index when the
 // server sends one (OpenAI, vLLM, llama.cpp); otherwise a new id starts a new
 // call and a fragment without id continues the last one.
+//
+// A new non-empty id at an occupied index starts a new call: Gemini's
+// OpenAI-compatible endpoint and several proxies send parallel calls all at
+// index 0, each with its own id (issue 16 item 8).
 func (d *openaiDecoder) callFor(index *int, id string) *openaiCallState {
 	if index != nil {
-		if cs, ok := d.byIndex[*index]; ok {
+		if cs, ok := d.byIndex[*index]; ok && (id == "" || cs.id == "" || cs.id == id) {
 			return cs
 		}
 		cs := &openaiCallState{}
@@ -287,9 +302,13 @@ func (d *openaiDecoder) finish(emit func(Event) error) error {
 			id = "call_" + strconv.Itoa(i) // some local servers send no ids
 		}
 		args, why := parseArgs(cs.args.String())
-		if err := emit(Event{Kind: EventToolCall, CallID: id, Name: cs.name, Args: args, ArgsError: why}); err != nil {
+		if err := emit(Event{Kind: EventToolCall, CallID: id, Name: cs.name, Args: args, ArgsError: why, Input: cs.args.String()}); err != nil {
 			return err
 		}
 	}
-	return emit(Event{Kind: EventDone, StopReason: d.stop})
+	refusal := d.refusal.String()
+	if d.redact != nil {
+		refusal = d.redact(refusal)
+	}
+	return emit(Event{Kind: EventDone, StopReason: d.stop, Refusal: bound(strings.ToValidUTF8(refusal, "\uFFFD"), maxRefusal)})
 }

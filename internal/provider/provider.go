@@ -39,7 +39,12 @@ type Message struct {
 	ToolCallID string   // assistant: the call made; tool: the call answered
 	ToolName   string   // the tool called (assistant and tool messages)
 	ToolArgs   []string // assistant: the call's argv
-	IsError    bool     // tool: the result status was not "ok"
+	// ToolInput, when set, is the call's input exactly as the model sent it
+	// (JSON text, possibly invalid); encoders send it back instead of an
+	// input built from ToolArgs, so the model sees what it really wrote
+	// (issue 16 item 9).
+	ToolInput string
+	IsError   bool // tool: the result status was not "ok"
 }
 
 // Tool is a direct-native tool offered to the model; every tool takes an argv
@@ -96,13 +101,36 @@ func (k EventKind) String() string {
 // Event is one step of a streamed turn. Tool calls are emitted only once the
 // provider's message is complete, so a caller may act on them at once.
 type Event struct {
-	Kind       EventKind
-	Text       string
-	CallID     string
-	Name       string
-	Args       []string
-	ArgsError  string // the model's input was not {"args":[strings...]}; Args is nil
-	StopReason string // the provider's own value: end_turn, tool_use, max_tokens, stop, tool_calls, length, ...
+	Kind      EventKind
+	Text      string
+	CallID    string
+	Name      string
+	Args      []string
+	ArgsError string // the model's input was not {"args":[strings...]}; Args is nil
+	// Input is the tool input exactly as the model sent it (JSON text; for
+	// a call cut off by the output limit, the part that arrived).
+	Input      string
+	StopReason string // the provider's own value: end_turn, tool_use, max_tokens, stop, tool_calls, length, refusal, content_filter, ...
+	// Refusal is the refusal text the provider sent (OpenAI delta.refusal),
+	// on EventDone.
+	Refusal string
+}
+
+// Truncated reports whether the turn stopped at the output limit
+// (Anthropic max_tokens / model_context_window_exceeded, OpenAI length): its
+// text is incomplete and any tool call in it may be cut (issue 16 item 6).
+func (e Event) Truncated() bool {
+	switch e.StopReason {
+	case "max_tokens", "length", "model_context_window_exceeded":
+		return true
+	}
+	return false
+}
+
+// Refused reports whether the model or the provider declined the turn
+// (Anthropic refusal, OpenAI delta.refusal or content_filter).
+func (e Event) Refused() bool {
+	return e.Refusal != "" || e.StopReason == "refusal" || e.StopReason == "content_filter"
 }
 
 // Error classes. Every error this package returns wraps at most one of them

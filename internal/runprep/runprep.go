@@ -57,6 +57,7 @@ import (
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/window"
 	"github.com/cortexfs/ctx/ipc"
+	"github.com/cortexfs/ctx/tsh"
 )
 
 // Message is one history message, the format prompt.Build takes.
@@ -73,6 +74,10 @@ type Input struct {
 	// default, resolved exactly as the sandbox does (sandbox.View.WorkDir).
 	Cwd string
 
+	// ToolState is the session's tsh state (see ToolState): the tool
+	// context is rendered from it, unpinned tools evicted first (K5). When
+	// nil, ToolContext is used as text.
+	ToolState   *tsh.State
 	ToolContext string    // the session's tool context text (see ToolContext)
 	History     []Message // durable history before Input, oldest first (see History)
 	Input       string    // the current input
@@ -121,6 +126,40 @@ type Prepared struct {
 	Prompt *prompt.Result
 	// SnapshotErr is the best-effort snapshot write error (R5), for the log.
 	SnapshotErr error
+
+	src *prompt.Sources // what the build read, for Render
+	pin prompt.Inputs
+}
+
+// Render renders one later dispatch of this run from the sources read by
+// Prepare (U6: control files are not re-read within a run): with the
+// window of candidate c (W6 — the candidate's own budget), the tool context
+// as it is now (tools; nil keeps the one Prepare used — issue 16 item 5) and
+// the run's own turns so far (W8: every dispatch fits — issue 16 item 2).
+// An unusable candidate is an error naming its reason; a prompt that cannot
+// fit is a *BudgetError.
+func (p *Prepared) Render(c Candidate, tools *tsh.State, turns [][]Message) (*prompt.Result, error) {
+	if !c.Usable && c.Model != "" {
+		return nil, fmt.Errorf("candidate %s: %s", c.Model, c.Reason)
+	}
+	in := p.pin
+	in.WindowTokens, in.WindowKnown = c.Tokens, c.Known
+	if tools != nil {
+		in.ToolState, in.ToolContext = tools, ""
+	}
+	in.Turns = turns
+	res, err := p.src.Render(in)
+	var be *prompt.BudgetError
+	if errors.As(err, &be) {
+		return nil, &BudgetError{Model: c.Model, Tokens: c.Tokens, Err: be} // spec: W8
+	}
+	return res, err
+}
+
+// Selection is the candidate Prepare selected, as a Candidate (for an
+// executable agent without `.d/model`: the unknown window).
+func (p *Prepared) Selection() Candidate {
+	return Candidate{Model: p.Model, Tokens: p.Tokens, Known: p.Known, Usable: true}
 }
 
 // PromptHash is the content hash as recorded in a run's `start` frame and
@@ -219,6 +258,7 @@ func Prepare(in Input) (*Prepared, error) {
 		Cwd:           hostPath(in.Layout, def.Name, in.Workspace, viewCwd),
 		AgentHome:     prompt.Dir{Host: in.Layout.AgentHome(def.Name), View: layout.SandboxHome},
 		CtxHome:       prompt.Dir{Host: in.Layout.UserHome(), View: layout.SandboxRoot + "/home/" + strconv.Itoa(in.Layout.UID)},
+		ToolState:     in.ToolState,
 		ToolContext:   in.ToolContext,
 		History:       in.History,
 		Input:         in.Input,
@@ -236,13 +276,14 @@ func Prepare(in Input) (*Prepared, error) {
 		// describe the history the agent is actually sent.
 		pin.HistoryMaxChars = envelope.MaxContext
 	}
-	res, err := prompt.Build(pin) // spec: R1 R4 — the one renderer
-	var be *prompt.BudgetError
-	switch {
-	case errors.As(err, &be):
-		return nil, &BudgetError{Model: p.Model, Tokens: p.Tokens, Err: be} // spec: W8
-	case err != nil:
+	src, err := prompt.Collect(pin) // spec: R1 R4 — the one renderer
+	if err != nil {
 		return nil, &promptError{fmt.Errorf("agent %q: %w", def.Name, err)}
+	}
+	p.src, p.pin = src, pin
+	res, err := p.Render(p.Selection(), nil, nil)
+	if err != nil {
+		return nil, err
 	}
 	p.Prompt = res
 	if in.SessionDir != "" {

@@ -388,3 +388,43 @@ func TestHostPath(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderPerCandidateW6: a later dispatch is rendered with the window of
+// the candidate it goes to — a fallback with a 1,000-token window gets a
+// message array within its own 3,000-char budget, with history left out —
+// and a candidate ruled out by the window is refused with its reason.
+// spec: W6 W8 (issue 16 item 1)
+func TestRenderPerCandidateW6(t *testing.T) {
+	l := newLayout(t)
+	if err := os.WriteFile(filepath.Join(l.Root, models.UserFile), []byte("acme/tiny\t1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	def := define(t, l, "fb", []string{sonnet, "acme/tiny"}, "auto\n")
+	var hist []Message
+	for i := 0; i < 6; i++ {
+		hist = append(hist, Message{Role: "user", Content: strings.Repeat("q", 1500)}, Message{Role: "assistant", Content: strings.Repeat("a", 1500)})
+	}
+	p, err := Prepare(Input{Layout: l, Def: def, History: hist, Input: "now", Time: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Prompt.HistoryOmitted != 0 {
+		t.Fatalf("the first candidate has room for all history: %d omitted", p.Prompt.HistoryOmitted)
+	}
+	res, err := p.Render(p.Candidates[1], nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, b := len(res.JSON()), int(window.InputBudgetChars(1000)); n > b || res.HistoryOmitted == 0 {
+		t.Fatalf("fallback render: %d bytes against %d, %d omitted", n, b, res.HistoryOmitted)
+	}
+	// An explicit window the fallback cannot hold makes it unusable.
+	def = define(t, l, "fb2", []string{sonnet, "acme/tiny"}, "150000\n")
+	p, err = Prepare(Input{Layout: l, Def: def, Input: "now", Time: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Render(p.Candidates[1], nil, nil); err == nil || !strings.Contains(err.Error(), "acme/tiny") {
+		t.Fatalf("unusable candidate rendered: %v", err)
+	}
+}

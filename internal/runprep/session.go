@@ -61,6 +61,17 @@ func ReadHistory(sessionDir string) ([]Message, error) {
 	return History(msgs), nil
 }
 
+// ToolState reads the session's tsh state (tools.json), the input the
+// prompt renders the tool context from (Input.ToolState). A missing file is
+// the empty state.
+func ToolState(sessionDir string) (*tsh.State, error) {
+	st, err := tsh.ReadState(filepath.Join(sessionDir, tsh.StateFileName))
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
 // ToolContext is the session's tool context text: tsh's tools.json rendered
 // by tsh.ContextText within tsh.DefaultContextBudget — exactly what `tsh
 // context` prints and the envelope carries (K5). A missing file is "".

@@ -21,6 +21,11 @@ type Event struct {
 	Type string // the "event" field; empty means the default type "message"
 	Data string // the "data" lines joined with "\n"
 	ID   string // the last event ID seen so far
+	// Error holds the "error" lines joined with "\n". The field is not part
+	// of the standard, which ignores unknown fields; llama.cpp's server
+	// reports a failure inside a stream with it ("error: {json}"), so the
+	// reader keeps it instead of dropping the server's message.
+	Error string
 }
 
 // Reader parses a stream as the WHATWG HTML standard ("Interpreting an event
@@ -33,6 +38,7 @@ type Reader struct {
 	max     int
 	line    []byte
 	data    []byte
+	errData []byte
 	typ     string
 	id      string
 	skipLF  bool // the previous line ended in CR: a following LF belongs to it
@@ -61,12 +67,18 @@ func (r *Reader) Next() (Event, error) {
 			line = bytes.TrimPrefix(line, []byte("\uFEFF"))
 		}
 		if len(line) == 0 {
-			if len(r.data) == 0 {
+			if len(r.data) == 0 && len(r.errData) == 0 {
 				r.typ = ""
 				continue
 			}
-			ev := Event{Type: r.typ, Data: string(r.data[:len(r.data)-1]), ID: r.id}
-			r.data, r.typ = r.data[:0], ""
+			ev := Event{Type: r.typ, ID: r.id}
+			if len(r.data) > 0 {
+				ev.Data = string(r.data[:len(r.data)-1])
+			}
+			if len(r.errData) > 0 {
+				ev.Error = string(r.errData[:len(r.errData)-1])
+			}
+			r.data, r.errData, r.typ = r.data[:0], r.errData[:0], ""
 			return ev, nil
 		}
 		if line[0] == ':' {
@@ -85,6 +97,12 @@ func (r *Reader) Next() (Event, error) {
 			}
 			r.data = append(r.data, value...)
 			r.data = append(r.data, '\n')
+		case "error":
+			if len(r.errData)+len(value)+1 > r.max {
+				return Event{}, fmt.Errorf("%w: error over %d bytes", ErrTooLarge, r.max)
+			}
+			r.errData = append(r.errData, value...)
+			r.errData = append(r.errData, '\n')
 		case "id":
 			if bytes.IndexByte(value, 0) < 0 {
 				r.id = string(value)

@@ -45,6 +45,9 @@ func TestReader(t *testing.T) {
 		{"partial event at EOF dropped", "data: a\n\ndata: b\n", []Event{{Data: "a"}}},
 		{"partial line at EOF dropped", "data: a\n\ndata: b", []Event{{Data: "a"}}},
 		{"two events", "event: x\ndata: 1\n\nevent: y\ndata: 2\n\n", []Event{{Type: "x", Data: "1"}, {Type: "y", Data: "2"}}},
+		// issue 16 item 7: llama.cpp reports a stream failure in an "error" field.
+		{"error field dispatches", "error: {\"code\":400}\n\ndata: [DONE]\n\n", []Event{{Error: `{"code":400}`}, {Data: "[DONE]"}}},
+		{"error and data", "data: a\nerror: e1\nerror: e2\n\n", []Event{{Data: "a", Error: "e1\ne2"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +93,8 @@ func FuzzReader(f *testing.F) {
 		"\uFEFFid: 1\nretry: 5\ndata\n\n",
 		"data: a\r",
 		"data:\r\n\r\n\r\n",
+		"error: {\"code\":400,\"message\":\"too long\"}\n\ndata: [DONE]\n\n", // llama.cpp (issue 16 item 7)
+		"error: a\r\nerror: b\r\n\r\n",
 		"",
 	} {
 		f.Add([]byte(s))
@@ -102,10 +107,10 @@ func FuzzReader(f *testing.F) {
 			t.Fatalf("split-dependent result:\nwhole %q %v\nbytes %q %v", whole, errWhole, bytewise, errBytewise)
 		}
 		for _, ev := range whole {
-			if len(ev.Data) > max {
-				t.Fatalf("data over bound: %d", len(ev.Data))
+			if len(ev.Data) > max || len(ev.Error) > max {
+				t.Fatalf("data over bound: %d %d", len(ev.Data), len(ev.Error))
 			}
-			if strings.ContainsAny(ev.Data, "\r") || strings.ContainsAny(ev.Type, "\r\n") || strings.ContainsAny(ev.ID, "\r\n\x00") {
+			if strings.ContainsAny(ev.Data+ev.Error, "\r") || strings.ContainsAny(ev.Type, "\r\n") || strings.ContainsAny(ev.ID, "\r\n\x00") {
 				t.Fatalf("line terminator leaked into %+v", ev)
 			}
 		}
