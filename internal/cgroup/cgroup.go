@@ -56,6 +56,8 @@ type backend interface {
 	remove(name string) error
 	// leftovers lists the run groups of this CTX_ROOT that exist.
 	leftovers() ([]string, error)
+	// release removes the base when no group is left in it.
+	release()
 }
 
 // Manager hands out one Group per run. Its methods are safe for concurrent use.
@@ -208,6 +210,15 @@ func (m *Manager) Sweep() (int, error) {
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// Release removes this CTX_ROOT's base directories if they are empty (at
+// daemon stop, so test roots leave nothing behind); a later Place makes
+// them again.
+func (m *Manager) Release() {
+	if m != nil {
+		m.b.release()
+	}
 }
 
 // killLoop SIGKILLs every process list() returns until it is empty, with

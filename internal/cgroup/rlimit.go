@@ -55,3 +55,4 @@ func (r *rlimitOnly) procs(string) ([]int, error)  { return nil, nil }
 func (r *rlimitOnly) kill(string) error            { return nil }
 func (r *rlimitOnly) remove(string) error          { return nil }
 func (r *rlimitOnly) leftovers() ([]string, error) { return nil, nil }
+func (r *rlimitOnly) release()                     {}

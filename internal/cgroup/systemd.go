@@ -153,6 +153,8 @@ func (s *scopes) leftovers() ([]string, error) {
 	return out, nil
 }
 
+func (s *scopes) release() {}
+
 func noSuchUnit(err error) bool {
 	var de godbus.Error
 	if errors.As(err, &de) {

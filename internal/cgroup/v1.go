@@ -85,6 +85,11 @@ func (v *v1) place(name string, l limits.Limits, pid int) error {
 	for _, c := range v.order {
 		dir := filepath.Join(v.dirs[c], name)
 		err := os.Mkdir(dir, 0o755)
+		if errors.Is(err, fs.ErrNotExist) { // the base was released: make it again
+			if err = os.Mkdir(v.dirs[c], 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+				err = os.Mkdir(dir, 0o755)
+			}
+		}
 		if err == nil {
 			if err = configureV1(c, dir, l); err != nil {
 				_ = v.rmdir(dir)
@@ -161,11 +166,20 @@ func (v *v1) remove(name string) error {
 	return errors.Join(errs...)
 }
 
+func (v *v1) release() {
+	for _, c := range v.order {
+		_ = v.rmdir(v.dirs[c])
+	}
+}
+
 func (v *v1) leftovers() ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for _, c := range v.order {
 		ents, err := os.ReadDir(v.dirs[c])
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

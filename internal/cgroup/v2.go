@@ -20,6 +20,7 @@ import (
 // SIGKILL on kernels before 5.14).
 type v2 struct {
 	base  string
+	ctrls []string // enabled below base
 	mkdir func(string) error
 	rmdir func(string) error
 }
@@ -63,7 +64,7 @@ func tryV2(parent, base string) (*v2, error) {
 	if err := enable(parent, want); err != nil {
 		return nil, err
 	}
-	v := &v2{base: base, mkdir: func(d string) error { return os.Mkdir(d, 0o755) }, rmdir: os.Remove}
+	v := &v2{base: base, ctrls: want, mkdir: func(d string) error { return os.Mkdir(d, 0o755) }, rmdir: os.Remove}
 	if err := v.mkdir(base); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, err
 	}
@@ -111,6 +112,13 @@ func (v *v2) describe() string {
 func (v *v2) place(name string, l limits.Limits, pid int) error {
 	dir := filepath.Join(v.base, name)
 	err := v.mkdir(dir)
+	if errors.Is(err, fs.ErrNotExist) { // the base was released: make it again
+		if err = v.mkdir(v.base); err == nil || errors.Is(err, fs.ErrExist) {
+			if err = enable(v.base, v.ctrls); err == nil {
+				err = v.mkdir(dir)
+			}
+		}
+	}
 	switch {
 	case err == nil:
 		if err := configureV2(dir, l); err != nil {
@@ -168,8 +176,13 @@ func (v *v2) kill(name string) error {
 
 func (v *v2) remove(name string) error { return rmdirRetry(v.rmdir, filepath.Join(v.base, name)) }
 
+func (v *v2) release() { _ = v.rmdir(v.base) }
+
 func (v *v2) leftovers() ([]string, error) {
 	ents, err := os.ReadDir(v.base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
