@@ -9,8 +9,8 @@ import (
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/cgroup"
-	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/limits"
 )
 
 // Sysctl files the namespace and TIOCSTI checks read.
