@@ -66,6 +66,7 @@ func System(l layout.Layout, version string) *Env {
 		},
 		Cgroups: func(ctx context.Context) (cgroup.Mode, string, string) {
 			m := cgroup.New(ctx, l.UID, l.Root, nil)
+			defer m.Release() // only an empty base goes; a daemon makes it again
 			return m.Mode(), m.Describe(), m.Why()
 		},
 		Version: version,
