@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"io"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
@@ -121,4 +123,62 @@ func BenchmarkToolCallVsBwrap(b *testing.B) {
 	b.ReportMetric(float64(direct.Microseconds())/n/1000, "direct-ms")
 	b.ReportMetric(float64(tool)/float64(bare), "toolcall/bwrap")
 	b.ReportMetric(float64(tool)/float64(direct), "toolcall/direct")
+}
+
+// BenchmarkToolCallCgroup measures, interleaved in one run, what the run
+// cgroup costs a tool call: the same tool sandbox (view, flags, launch
+// root, the tool running to its exit) started without placement, and with
+// a fresh run cgroup — created, bwrap and its PID 1 placed, then killed and
+// removed — as an op tsh run (one call per run) pays it. issue 11
+func BenchmarkToolCallCgroup(b *testing.B) {
+	w := newWorld(b)
+	w.start()
+	w.tool("clock", "#!/bin/sh\necho tick\n")
+	w.mustCtx("agent", "create", "cg", "--exec", binDir+"/testagent")
+	l := layout.Layout{Root: w.root, Runtime: w.run, UID: os.Getuid()}
+	def, err := agentdef.Load(l, "cg")
+	if err != nil {
+		b.Fatal(err)
+	}
+	roots, err := launchroot.New(os.Getuid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := cgroup.New(context.Background(), os.Getuid(), w.root+"-bench", nil)
+	defer m.Release()
+	ws := b.TempDir()
+	call := func(i int, place bool) time.Duration {
+		t0 := time.Now()
+		run := "run-" + strconv.Itoa(i) + "-bench"
+		v := sandbox.View{Layout: l, Def: def, Session: "bench", Run: run, Workspace: ws}
+		o := proc.Options{Bwrap: "/usr/bin/bwrap", Spec: v.Spec([]string{"/ctx/tool/clock"}, v.ToolEnv()), Roots: roots, Ident: v.Identity()}
+		var g *cgroup.Group
+		if place {
+			g = m.Group(run, def.Limits)
+			o.Place = g.PlaceFunc()
+		}
+		p, err := proc.Start(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(p.Stdout)
+		if err := p.Wait(); err != nil || string(out) != "tick\n" {
+			b.Fatalf("%v %q %s", err, out, p.Stderr())
+		}
+		if err := g.Close(0); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	var bare, placed time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		bare += call(2*i, false)
+		placed += call(2*i+1, true)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(bare.Microseconds())/n/1000, "nocgroup-ms")
+	b.ReportMetric(float64(placed.Microseconds())/n/1000, "cgroup-ms")
+	b.ReportMetric(float64(placed)/float64(bare), "cgroup/nocgroup")
+	b.Logf("mode %s: %s", m.Mode(), m.Describe())
 }

@@ -82,6 +82,19 @@ func TestDoctorGreen(t *testing.T) {
 	if _, ok := checks["tiocsti"]; !ok {
 		t.Error("no tiocsti check")
 	}
+	// issue 11: the cgroup mode in force and the default limits; this
+	// machine has writable cgroup v1 pids and memory hierarchies.
+	cg := checks["cgroup"]
+	if !strings.Contains(cg.Message, "tasks 512, memory 4G, cpu-weight 100") {
+		t.Errorf("cgroup: no default limits: %+v", cg)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err == nil && os.Getuid() == 0 {
+		if cg.Status != "ok" || !strings.Contains(cg.Message, "cgroup v1 pids=/sys/fs/cgroup/pids/ctx-") || !strings.Contains(cg.Message, "freeze") {
+			t.Errorf("cgroup: %+v", cg)
+		}
+	} else if cg.Status == "" {
+		t.Errorf("no cgroup check")
+	}
 	// The human form: one line per check, exit 0.
 	r := w.ctx("", "", "doctor")
 	if r.code != 0 || !strings.Contains(r.stdout, "ok    namespaces") {
@@ -172,5 +185,21 @@ func TestDoctorUserNamespacesRefused(t *testing.T) {
 				t.Errorf("fix does not name %s: %s", knob, c.Fix)
 			}
 		}
+	}
+}
+
+// TestDoctorLimits: an agent's .d/limits in force are reported, and a bad
+// one makes the agent check fail with the line named. issue 11: limits
+func TestDoctorLimits(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.agent("small", map[string]string{"limits": "tasks 64\nmemory 256M\n"})
+	w.agent("broken", map[string]string{"limits": "tasks unlimited\n"})
+	checks, code, _ := w.doctor()
+	if c := checks["agent small"]; c.Status != "ok" || !strings.Contains(c.Message, "limits tasks 64, memory 256M, cpu-weight 100") {
+		t.Errorf("agent small: %+v", c)
+	}
+	if c := checks["agent broken"]; code != 1 || c.Status != "fail" || !strings.Contains(c.Message, ".d/limits: line 1: tasks") {
+		t.Errorf("agent broken (exit %d): %+v", code, c)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/cortexfs/ctx/ctlsock"
 	"github.com/cortexfs/ctx/internal/atomicfile"
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
@@ -64,6 +65,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		bw = bwrap.DefaultPath
 	}
 	cfg.Bwrap = bw
+	cfg.Cgroups = startCgroups(ctx, cfg)
 	if d.BinDir != "" {
 		if err := Install(d.BinDir, l.BinDir()); err != nil {
 			cfg.Log.Warn("install binaries", "err", err)
@@ -147,8 +149,32 @@ func (d *Daemon) Run(ctx context.Context) error {
 		cfg.Log.Warn("sandboxes still running after the grace period")
 	}
 	wg.Wait()
+	cfg.Cgroups.Release()
 	system.Shutdown()
 	return nil
+}
+
+// startCgroups chooses how runs are confined and, before anything is
+// served, kills and removes every run cgroup this CTX_ROOT still has: at
+// start they can only be a crashed daemon's (the daemon lock is held), so
+// nothing of its runs survives the restart. Terminals are not runs and
+// live elsewhere. issue 11 items 6, 7
+func startCgroups(ctx context.Context, cfg *config.Config) *cgroup.Manager {
+	log := cfg.Log.With("component", "cgroup")
+	m := cgroup.New(ctx, cfg.Layout.UID, cfg.Layout.Root, log)
+	if m.Mode() == cgroup.ModeRlimit {
+		log.Warn("runs are confined by rlimits only; see ctx doctor", "why", m.Why(), "weakness", m.Describe())
+	} else {
+		log.Info("one cgroup per run", "mode", m.Mode(), "where", m.Describe())
+	}
+	n, err := m.Sweep()
+	if n > 0 {
+		log.Warn("swept run cgroups a previous daemon left", "groups", n)
+	}
+	if err != nil {
+		log.Error("sweeping leftover run cgroups", "err", err)
+	}
+	return m
 }
 
 // drain cancels every active run and waits — at most the cancel grace and

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cortexfs/ctx/actors/tool"
 	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/proc"
@@ -47,9 +48,10 @@ type Actor struct {
 	ctx  context.Context
 	stop context.CancelFunc
 
-	def  *agentdef.Def
-	prep *runprep.Prepared
-	view sandbox.View
+	def   *agentdef.Def
+	prep  *runprep.Prepared
+	view  sandbox.View
+	group *cgroup.Group // every process of the run, steps and tool calls (issue 11)
 
 	step      int
 	starts    int
@@ -110,11 +112,13 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Restarting:
 		// A crash: nothing of this incarnation survives; kill at once.
 		a.killAll()
+		a.closeGroup(0)
 	case *actor.Stopping:
 		a.onStopping()
 	case *actor.Terminated:
 		a.onChildGone(c, m)
 	case *actor.Stopped:
+		a.onStopped()
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
@@ -164,6 +168,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	}
 	a.def = m.def
 	a.prep = m.prep
+	a.group = a.cfg.Cgroups.Group(a.spec.RunID, m.def.Limits) // created by the first process
 	start := &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest}
 	if m.prep != nil {
 		start.Prompt = m.prep.PromptHash() // R4: match a run to `ctx agent prompt`
@@ -229,7 +234,7 @@ func (a *Actor) startStep(c actor.Context) {
 		maps.Copy(agentEnv, a.prep.Env) // spec: W7 — exactly when the window is known
 	}
 	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: a.view.Spec([]string{a.view.AgentPath()}, agentEnv),
-		Roots: a.cfg.Roots, Ident: a.view.Identity()}
+		Roots: a.cfg.Roots, Ident: a.view.Identity(), Place: a.group.PlaceFunc()}
 	env := envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
 		HistoryMessages: a.spec.History, Observation: a.obs}
 	prep := a.prep
@@ -479,7 +484,7 @@ func (a *Actor) startTool(c actor.Context, call *envelope.Line) {
 	a.emit(c, &ipc.Frame{Type: ipc.TypeToolCall, CallID: call.ID, Name: call.Name, Args: nonNil(call.Args)})
 	a.cfg.Hit("run.tool_call")
 	a.toolPID = c.Spawn(tool.Props(a.cfg, tool.Call{View: a.view, CallID: call.ID, Name: call.Name, Args: call.Args,
-		Ask: a.def.Approval == "ask"}))
+		Ask: a.def.Approval == "ask", Group: a.group}))
 }
 
 func nonNil(s []string) []string {
@@ -623,6 +628,29 @@ func (a *Actor) onStopping() {
 	if a.stop != nil {
 		a.stop()
 	}
+}
+
+// onStopped: the run is over and its children are stopped. What is still
+// in its cgroup after the grace (a tool being terminated, anything that
+// escaped its sandbox's teardown) is killed and the cgroup removed, off
+// the actor (issue 11 item 7).
+func (a *Actor) onStopped() {
+	a.closeGroup(a.cfg.CancelGrace)
+}
+
+func (a *Actor) closeGroup(grace time.Duration) {
+	g, cfg, log := a.group, a.cfg, a.log
+	if g == nil {
+		return
+	}
+	a.group = nil
+	cfg.Procs.Add(1)
+	go func() {
+		defer cfg.Procs.Done()
+		if err := g.Close(grace); err != nil {
+			log.Warn("run cgroup not fully cleaned up (the next daemon start sweeps it)", "err", err)
+		}
+	}()
 }
 
 func (a *Actor) killAll() {

@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/sandbox"
 )
@@ -15,6 +16,9 @@ type Call struct {
 	// Ask is set when .d/approval is ask (A2): the actor asks its parent
 	// before spawning.
 	Ask bool
+	// Group is the run's cgroup: the call's sandbox joins it before it
+	// runs anything (issue 11 "Limits per run"); nil places nothing.
+	Group *cgroup.Group
 }
 
 // Result is sent to the parent (the run) once, when the call is over.

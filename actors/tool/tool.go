@@ -131,7 +131,8 @@ func (a *Actor) spawn(c actor.Context) {
 		// Bind exactly the checked file over its path: what runs is what was checked.
 		spec.FDMounts = []bwrap.FDMount{{FD: spec.Pass(tool.File), Dst: a.prep.argv[0]}}
 	}
-	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, Roots: a.cfg.Roots, Ident: v.Identity()}
+	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, Roots: a.cfg.Roots, Ident: v.Identity(),
+		Place: a.call.Group.PlaceFunc()} // issue 11: the run's cgroup, before the tool runs
 	a.starting = true
 	a.cfg.Procs.Add(1)
 	self, root, ctx := c.Self(), c.ActorSystem().Root, a.ctx

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/limits"
 )
 
 // ABI is the only valid executable-agent ABI (X1).
@@ -36,7 +37,7 @@ const (
 
 // Controls is the list of control files a definition may carry.
 var Controls = []string{"abi", "approval", "tools", "model", "window", "policy", "label", "root", "cwd",
-	"env", "path", "mount", "uid", "gid", "groups", "system.md", "prompt.template.md"}
+	"env", "path", "mount", "uid", "gid", "groups", "limits", "system.md", "prompt.template.md"}
 
 // MaxControl bounds one control file.
 const MaxControl = 64 << 10
@@ -66,6 +67,9 @@ type Def struct {
 	// Mounts and Network from .d/mount (see ParseMount).
 	Mounts  []MountEntry
 	Network bool
+	// Limits of every run, from .d/limits (limits.Default where absent;
+	// issue 11 "Limits per run").
+	Limits limits.Limits
 }
 
 // Load reads and validates a definition: agent/<name> and agent/<name>.d/,
@@ -207,6 +211,15 @@ func Load(l layout.Layout, name string) (*Def, error) {
 	} else if ok {
 		if d.Mounts, d.Network, err = ParseMount(b); err != nil {
 			return nil, fmt.Errorf("agent %q: .d/mount: %v: %w", name, err, ErrInvalid)
+		}
+	}
+	d.Limits = limits.Default
+	if b, ok, err := read("limits"); err != nil {
+		return nil, err
+	} else if ok {
+		// issue 11: an unknown key or a bad value fails closed, never unlimited.
+		if d.Limits, err = limits.Parse(b); err != nil {
+			return nil, fmt.Errorf("agent %q: .d/limits: %v: %w", name, err, ErrInvalid)
 		}
 	}
 	if d.Root != "" && d.Root != "/" {

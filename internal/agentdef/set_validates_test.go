@@ -28,6 +28,8 @@ func TestSetRefusesValuesTheDefinitionReaderRefuses(t *testing.T) {
 		{"label", "two words"},
 		{"policy", "allow everything"},
 		{"policy", "allow label x"},
+		{"limits", "tasks unlimited"}, // issue 11: limits
+		{"limits", "swap 1G"},
 	} {
 		if err := Set(l, "a", c.control, c.value, nil); err == nil {
 			t.Errorf("set %s %q accepted", c.control, c.value)

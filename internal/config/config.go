@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
 )
@@ -34,6 +35,9 @@ type Config struct {
 	Running *atomic.Int64
 	// Roots is the launch-root registry every bwrap start registers with (U2).
 	Roots *launchroot.Registry
+	// Cgroups gives each run its cgroup (issue 11 "Limits per run"); nil
+	// only in tests that start no daemon.
+	Cgroups *cgroup.Manager
 	// Fault is a test-only fault hook (built with -tags ctxfault); nil otherwise.
 	Fault func(point string)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/models"
 	"github.com/cortexfs/ctx/internal/policy"
 	"github.com/cortexfs/ctx/internal/provider"
@@ -138,6 +139,9 @@ func CheckAgent(l layout.Layout, name string, table models.Table, tableOK bool) 
 			}
 			return fail(err.Error(), fix)
 		}
+	}
+	if def.Limits != limits.Default {
+		notes = append(notes, "limits "+def.Limits.String()) // issue 11: the limits in force
 	}
 	c.Message = "valid: " + strings.Join(notes, ", ")
 	if len(warns) > 0 {

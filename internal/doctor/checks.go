@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/limits"
 )
 
 // Sysctl files the namespace and TIOCSTI checks read.
@@ -319,5 +321,25 @@ func CheckTIOCSTI(b []byte, err error) Check {
 		c.Message = "dev.tty.legacy_tiocsti=" + strings.TrimSpace(string(b)) + ": the host allows TIOCSTI; " + protects
 		c.Fix = "sudo sysctl -w dev.tty.legacy_tiocsti=0 (persist it in /etc/sysctl.d/60-tiocsti.conf)"
 	}
+	return c
+}
+
+// CheckCgroup: how the daemon confines each run (issue 11 "Limits per
+// run") and the default limits. Rlimits only is a warning: they are per
+// process, not per run, and leave nothing to sweep after a crash.
+func CheckCgroup(mode cgroup.Mode, where, why string) Check {
+	c := Check{Name: "cgroup", Status: OK}
+	defaults := "default limits per run: " + limits.Default.String() + " (agent/NAME.d/limits)"
+	if mode != cgroup.ModeRlimit {
+		c.Message = "one cgroup per run: " + where + "; " + defaults
+		return c
+	}
+	c.Status = Warn
+	c.Message = where + "; " + defaults
+	if why != "" {
+		c.Message += " — no cgroup: " + why
+	}
+	c.Fix = "run the daemon as a systemd user service on a cgroup v2 host (systemctl --user, loginctl enable-linger $USER), " +
+		"or delegate it a writable cgroup (Delegate=yes, or a cgroup v1 pids and memory hierarchy it may write)"
 	return c
 }

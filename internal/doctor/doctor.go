@@ -120,6 +120,9 @@ func Run(ctx context.Context, env *Env) *Report {
 	r.add(env.daemon(ctx))
 	r.add(env.launcher(ctx))
 	r.add(CheckTIOCSTI(env.ReadFile(TIOCSTISysctl)))
+	if env.Cgroups != nil {
+		r.add(CheckCgroup(env.Cgroups(ctx)))
+	}
 	r.add(env.agents()...)
 	r.add(env.providers()...)
 	r.OK = !r.Failed()

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/models"
 )
@@ -398,5 +399,20 @@ func TestCheckSeccomp(t *testing.T) {
 		if got.Status != c.status || !strings.Contains(got.Message, c.inMsg) || !strings.Contains(got.Fix, c.fixHas) {
 			t.Errorf("%s: %+v", c.name, got)
 		}
+	}
+}
+
+// TestCheckCgroup: a cgroup mode is ok and names where runs go and the
+// default limits; rlimits only is a warning that says why it is weak and
+// why no cgroup was usable. issue 11: limits per run
+func TestCheckCgroup(t *testing.T) {
+	c := CheckCgroup(cgroup.ModeV1, "cgroup v1 pids=/sys/fs/cgroup/pids/ctx-0-abc", "no cgroup v2 hierarchy")
+	if c.Status != OK || !strings.Contains(c.Message, "cgroup v1 pids=") || !strings.Contains(c.Message, "tasks 512, memory 4G, cpu-weight 100") {
+		t.Errorf("v1: %+v", c)
+	}
+	c = CheckCgroup(cgroup.ModeRlimit, cgroup.RlimitWeakness, "cgroup v1: no cgroup v1 pids hierarchy mounted")
+	if c.Status != Warn || !strings.Contains(c.Message, "RLIMIT_NPROC counts every process of the uid") ||
+		!strings.Contains(c.Message, "no cgroup v1 pids hierarchy") || !strings.Contains(c.Fix, "Delegate=yes") {
+		t.Errorf("rlimit: %+v", c)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -45,6 +46,9 @@ type Env struct {
 	Ping func(ctx context.Context) (version string, err error)
 	// SystemdPing succeeds when a systemd user manager answers.
 	SystemdPing func(ctx context.Context) error
+	// Cgroups chooses the run cgroup mode the way the daemon does
+	// (cgroup.New) and says where runs go and why no better mode applies.
+	Cgroups func(ctx context.Context) (mode cgroup.Mode, where, why string)
 	// Version is this ctx's version (compared with the daemon's).
 	Version string
 }
@@ -63,6 +67,11 @@ func System(l layout.Layout, version string) *Env {
 		Ping:         func(ctx context.Context) (string, error) { return PingVersion(ctx, l.SystemSocket()) },
 		SystemdPing: func(context.Context) error {
 			return errors.New("not checked")
+		},
+		Cgroups: func(ctx context.Context) (cgroup.Mode, string, string) {
+			m := cgroup.New(ctx, l.UID, l.Root, nil)
+			defer m.Release() // only an empty base goes; a daemon makes it again
+			return m.Mode(), m.Describe(), m.Why()
 		},
 		Version: version,
 	}

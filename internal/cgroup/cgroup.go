@@ -1,0 +1,315 @@
+// Package cgroup confines each run — all of its agent steps and tool calls —
+// to one control group with the agent's limits (.d/limits), and kills what
+// is left in it when the run ends or after a daemon crash (issue 11 items 6
+// and 7, "Limits per run").
+//
+// The mode is chosen once per daemon, best first: a transient scope of the
+// systemd user manager (D-Bus), a writable cgroup v2 subtree, cgroup v1
+// hierarchies (pids, memory, cpu, freezer), and rlimits as the last resort.
+package cgroup
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/limits"
+	"github.com/cortexfs/ctx/internal/proc"
+)
+
+// Mode is how runs are confined.
+type Mode string
+
+// Modes, best first.
+const (
+	ModeSystemd Mode = "systemd"
+	ModeV2      Mode = "cgroup2"
+	ModeV1      Mode = "cgroup1"
+	ModeRlimit  Mode = "rlimit"
+)
+
+// ErrClosed is returned by Place once the run's group was closed: a process
+// that starts after its run ended never runs.
+var ErrClosed = errors.New("the run's cgroup is closed")
+
+// backend is one way of confining runs. Names are group names (run-…).
+type backend interface {
+	mode() Mode
+	describe() string
+	// place moves pid into the group, creating it with l when absent.
+	place(name string, l limits.Limits, pid int) error
+	// procs lists the processes in the group (none when it does not exist).
+	procs(name string) ([]int, error)
+	// kill kills everything in the group and returns once it is empty.
+	kill(name string) error
+	// remove deletes the (empty) group; a missing group is not an error.
+	remove(name string) error
+	// leftovers lists the run groups of this CTX_ROOT that exist.
+	leftovers() ([]string, error)
+	// release removes the base when no group is left in it.
+	release()
+}
+
+// Manager hands out one Group per run. Its methods are safe for concurrent use.
+type Manager struct {
+	b        backend
+	sweepers []backend // the backend and any other place a previous daemon may have used
+	why      string    // why no better mode is in force
+	log      *slog.Logger
+}
+
+// Mode in force.
+func (m *Manager) Mode() Mode { return m.b.mode() }
+
+// Describe says where runs go, for logs and `ctx doctor`.
+func (m *Manager) Describe() string { return m.b.describe() }
+
+// Why says why the better modes were not used ("" when the best one is).
+func (m *Manager) Why() string { return m.why }
+
+// BaseName is the directory (or unit prefix) of one CTX_ROOT's runs:
+// ctx-<uid>-<12 hex digits of sha256(CTX_ROOT)>.
+func BaseName(uid int, root string) string {
+	h := sha256.Sum256([]byte(root))
+	return "ctx-" + strconv.Itoa(uid) + "-" + hex.EncodeToString(h[:6])
+}
+
+var safeRun = regexp.MustCompile(`^run-[A-Za-z0-9_.-]{1,80}$`)
+
+// GroupName is the group of a run id: the id itself when it is a safe
+// run-… name, else run- and a hash of it.
+func GroupName(run string) string {
+	if safeRun.MatchString(run) {
+		return run
+	}
+	h := sha256.Sum256([]byte(run))
+	return "run-x" + hex.EncodeToString(h[:8])
+}
+
+// Group is one run's cgroup. It is created by the first Place and removed
+// by Close; a nil *Group does nothing (no manager configured).
+type Group struct {
+	m      *Manager
+	name   string
+	lim    limits.Limits
+	mu     sync.Mutex
+	used   bool
+	closed bool
+}
+
+// Group returns the run's group; nothing is created until Place.
+func (m *Manager) Group(run string, l limits.Limits) *Group {
+	if m == nil {
+		return nil
+	}
+	return &Group{m: m, name: GroupName(run), lim: l}
+}
+
+// PlaceFunc is the proc.Options.Place hook of the group (nil for a nil group).
+func (g *Group) PlaceFunc() func(pid int) error {
+	if g == nil {
+		return nil
+	}
+	return g.Place
+}
+
+// Place moves pid — bwrap, held before it runs anything — and everything
+// it already started into the group, creating the group on first use.
+// issue 11: one cgroup per run
+func (g *Group) Place(pid int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return ErrClosed
+	}
+	g.used = true
+	if err := g.m.b.place(g.name, g.lim, pid); err != nil {
+		return fmt.Errorf("cgroup %s (%s): %w", g.name, g.m.b.mode(), err)
+	}
+	// bwrap may already have cloned its PID 1 (held on --block-fd, not yet
+	// running anything): it joins too. Anything it clones later inherits.
+	for _, d := range proc.Descendants(pid) {
+		if err := g.m.b.place(g.name, g.lim, d); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("cgroup %s (%s): pid %d: %w", g.name, g.m.b.mode(), d, err)
+		}
+	}
+	return nil
+}
+
+// Close ends the group: no process joins any more; what is still inside
+// after grace is killed, and the group is removed. It blocks (up to grace
+// and the kill): call it off any actor.
+func (g *Group) Close(grace time.Duration) error {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	g.closed = true
+	used := g.used
+	g.mu.Unlock()
+	if !used {
+		return nil
+	}
+	deadline := time.Now().Add(grace)
+	for {
+		ps, err := g.m.b.procs(g.name)
+		if err != nil || len(ps) == 0 || !time.Now().Before(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// issue 11 item 7: nothing of a concluded run survives it.
+	var errs []error
+	if err := g.m.b.kill(g.name); err != nil {
+		errs = append(errs, err)
+	}
+	if err := g.m.b.remove(g.name); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cgroup %s: %w", g.name, err)
+	}
+	return nil
+}
+
+// Sweep kills and removes every run group of this CTX_ROOT: at daemon start
+// (before serving) they can only be a crashed daemon's. It returns how
+// many it found. issue 11 item 7
+func (m *Manager) Sweep() (int, error) {
+	n := 0
+	var errs []error
+	for _, b := range m.sweepers {
+		names, err := b.leftovers()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b.mode(), err))
+			continue
+		}
+		for _, name := range names {
+			n++
+			ps, _ := b.procs(name)
+			if len(ps) > 0 {
+				m.log.Warn("killing what a previous daemon's run left behind", "group", name, "mode", b.mode(), "pids", ps)
+			}
+			if err := b.kill(name); err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: %w", b.mode(), name, err))
+				continue
+			}
+			if err := b.remove(name); err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: %w", b.mode(), name, err))
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// Release removes this CTX_ROOT's base directories if they are empty (at
+// daemon stop, so test roots leave nothing behind); a later Place makes
+// them again.
+func (m *Manager) Release() {
+	if m != nil {
+		m.b.release()
+	}
+}
+
+// killLoop SIGKILLs every process list() returns until it is empty, with
+// freeze/thaw around each round when given (a frozen fork bomb cannot
+// fork between the listing and the kill).
+func killLoop(list func() ([]int, error), freeze, thaw func() error, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ps, err := list()
+		if err != nil {
+			return err
+		}
+		if len(ps) == 0 {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("still %d processes after %v: %v", len(ps), timeout, ps)
+		}
+		frozen := freeze != nil && freeze() == nil
+		if frozen {
+			if ps, err = list(); err != nil {
+				return err
+			}
+		}
+		for _, p := range ps {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		if frozen {
+			_ = thaw()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// parsePids reads a cgroup.procs file's content.
+func parsePids(b []byte) []int {
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// New chooses the mode for runs of CTX_ROOT root owned by uid, best first,
+// and creates its base where one is needed. It never fails: rlimits are
+// the last resort, and Why says what was missing.
+func New(ctx context.Context, uid int, root string, log *slog.Logger) *Manager {
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	cg, _ := os.ReadFile("/proc/self/cgroup")
+	return choose(ctx, ParseMountinfo(mi), cg, BaseName(uid, root), log, newScopes)
+}
+
+func choose(ctx context.Context, mounts Mounts, selfCgroup []byte, base string, log *slog.Logger,
+	systemd func(ctx context.Context, base, mount string) (*scopes, error)) *Manager {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{log: log}
+	use := func(b backend, whys []string) *Manager {
+		m.b, m.sweepers, m.why = b, []backend{b}, strings.Join(whys, "; ")
+		return m
+	}
+	var whys []string
+	own, _ := OwnCgroups(selfCgroup)
+	// A user manager can apply limits only where the unified hierarchy
+	// holds the controllers (a pure cgroup v2 host).
+	pureV2 := mounts.V2 != "" && mounts.V1["pids"] == "" && mounts.V1["memory"] == ""
+	if pureV2 && systemd != nil {
+		s, err := systemd(ctx, base, mounts.V2)
+		if err == nil {
+			return use(s, nil)
+		}
+		whys = append(whys, "no systemd user manager answers ("+err.Error()+")")
+	} else if !pureV2 {
+		whys = append(whys, "systemd scopes need a pure cgroup v2 host")
+	}
+	if mounts.V2 != "" {
+		v, err := newV2(mounts.V2, own, base)
+		if err == nil {
+			return use(v, whys)
+		}
+		whys = append(whys, "cgroup v2: "+err.Error())
+	} else {
+		whys = append(whys, "no cgroup v2 hierarchy")
+	}
+	if v, err := newV1(mounts, base); err == nil {
+		return use(v, whys)
+	} else {
+		whys = append(whys, "cgroup v1: "+err.Error())
+	}
+	return use(&rlimitOnly{}, whys)
+}

@@ -1,0 +1,229 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/limits"
+)
+
+// v1 confines runs with cgroup v1 hierarchies, as on machines without a
+// unified hierarchy: <mount>/ctx-<uid>-<hash>/run-<id> in pids (pids.max),
+// memory (memory.limit_in_bytes, and memory.memsw.limit_in_bytes where swap
+// accounting is on: no swap on top), cpu (cpu.shares) and freezer (the kill
+// freezes the group so nothing forks between listing and SIGKILL).
+type v1 struct {
+	dirs  map[string]string // controller → base directory
+	order []string          // controllers in use, pids first
+	rmdir func(string) error
+}
+
+var v1Controllers = []string{"pids", "memory", "cpu", "freezer"}
+
+// newV1 creates (or reuses) the base directory in every hierarchy and
+// proves a group can be created there with its limit files.
+func newV1(m Mounts, base string) (*v1, error) {
+	for _, c := range []string{"pids", "memory"} {
+		if m.V1[c] == "" {
+			return nil, fmt.Errorf("no cgroup v1 %s hierarchy mounted", c)
+		}
+	}
+	v := &v1{dirs: map[string]string{}, rmdir: os.Remove}
+	for _, c := range v1Controllers {
+		if m.V1[c] == "" {
+			continue
+		}
+		dir := filepath.Join(m.V1[c], base)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			if c == "pids" || c == "memory" {
+				return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
+			}
+			continue // cpu weight and the freezer are extras
+		}
+		v.dirs[c] = dir
+		v.order = append(v.order, c)
+	}
+	probe := "probe-" + strconv.Itoa(os.Getpid())
+	defer v.remove(probe)
+	for _, c := range v.order {
+		dir := filepath.Join(v.dirs[c], probe)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
+		}
+	}
+	for _, f := range []string{"pids/pids.max", "memory/memory.limit_in_bytes"} {
+		c, file, _ := strings.Cut(f, "/")
+		if _, err := os.Stat(filepath.Join(v.dirs[c], probe, file)); err != nil {
+			return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
+		}
+	}
+	return v, nil
+}
+
+func (v *v1) mode() Mode { return ModeV1 }
+
+func (v *v1) describe() string {
+	var parts []string
+	for _, c := range v.order {
+		parts = append(parts, c+"="+v.dirs[c])
+	}
+	kill := "SIGKILL until empty"
+	if v.dirs["freezer"] != "" {
+		kill = "freeze, SIGKILL, thaw until empty"
+	}
+	return "cgroup v1 " + strings.Join(parts, " ") + " (pids.max, memory.limit_in_bytes+memsw, cpu.shares; kill: " + kill + ")"
+}
+
+func (v *v1) place(name string, l limits.Limits, pid int) error {
+	for _, c := range v.order {
+		dir := filepath.Join(v.dirs[c], name)
+		err := os.Mkdir(dir, 0o755)
+		if errors.Is(err, fs.ErrNotExist) { // the base was released: make it again
+			if err = os.Mkdir(v.dirs[c], 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+				err = os.Mkdir(dir, 0o755)
+			}
+		}
+		if err == nil {
+			if err = configureV1(c, dir, l); err != nil {
+				_ = v.rmdir(dir)
+				return fmt.Errorf("%s: %w", c, err)
+			}
+		} else if !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s: %w", c, err)
+		}
+	}
+	for _, c := range v.order {
+		if err := writeFile(filepath.Join(v.dirs[c], name, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("%s: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// configureV1 writes a new group's limits (before any process joins).
+func configureV1(c, dir string, l limits.Limits) error {
+	switch c {
+	case "pids":
+		return writeFile(filepath.Join(dir, "pids.max"), strconv.FormatInt(l.Tasks, 10))
+	case "memory":
+		if err := writeFile(filepath.Join(dir, "memory.limit_in_bytes"), strconv.FormatInt(l.Memory, 10)); err != nil {
+			return err
+		}
+		if sw := filepath.Join(dir, "memory.memsw.limit_in_bytes"); exists(sw) {
+			return writeFile(sw, strconv.FormatInt(l.Memory, 10)) // memory+swap = memory: no swap on top
+		}
+	case "cpu":
+		// cgroup v1 shares: 1024 is the default, as weight 100 is in v2 (systemd's mapping).
+		return writeFile(filepath.Join(dir, "cpu.shares"), strconv.FormatInt(max(2, l.CPUWeight*1024/100), 10))
+	}
+	return nil
+}
+
+func (v *v1) procs(name string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(v.dirs["pids"], name, "cgroup.procs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return parsePids(b), err
+}
+
+func (v *v1) kill(name string) error {
+	list := func() ([]int, error) { return v.procs(name) }
+	fz := v.dirs["freezer"]
+	if fz == "" {
+		return killLoop(list, nil, nil, 10*time.Second)
+	}
+	state := filepath.Join(fz, name, "freezer.state")
+	freeze := func() error {
+		if err := writeFile(state, "FROZEN"); err != nil {
+			return err
+		}
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			if b, err := os.ReadFile(state); err == nil && strings.TrimSpace(string(b)) == "FROZEN" {
+				return nil
+			}
+		}
+		return nil // still FREEZING (a task in uninterruptible sleep): kill what is listed anyway
+	}
+	thaw := func() error { return writeFile(state, "THAWED") }
+	return killLoop(list, freeze, thaw, 10*time.Second)
+}
+
+func (v *v1) remove(name string) error {
+	var errs []error
+	for _, c := range slices.Backward(v.order) {
+		if err := rmdirRetry(v.rmdir, filepath.Join(v.dirs[c], name)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (v *v1) release() {
+	for _, c := range v.order {
+		_ = v.rmdir(v.dirs[c])
+	}
+}
+
+func (v *v1) leftovers() ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range v.order {
+		ents, err := os.ReadDir(v.dirs[c])
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "run-") && !seen[e.Name()] {
+				seen[e.Name()] = true
+				out = append(out, e.Name())
+			}
+		}
+	}
+	return out, nil
+}
+
+// writeFile writes a cgroup control file: it must exist (cgroupfs files
+// are never created by writing), and the write is one call.
+func writeFile(path, v string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(v)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// rmdirRetry removes a group directory; the kernel may report it busy for
+// a moment after its last task was reaped.
+func rmdirRetry(rmdir func(string) error, dir string) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := rmdir(dir)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
