@@ -14,6 +14,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/workspace"
 	"github.com/cortexfs/ctx/internal/policy"
 )
 
@@ -279,6 +280,8 @@ func Set(l layout.Layout, name, control, value string, extra Validator) error {
 		}
 	case "mount":
 		_, _, err = ParseMount(b)
+	case "protect":
+		_, err = workspace.ParseGrants(b)
 	case "policy":
 		_, err = policy.Parse(policy.AgentPolicy, control, b)
 	case "window":
