@@ -68,8 +68,9 @@ type Actor struct {
 	toolPID   *actor.PID
 	toolCall  *envelope.Line
 
-	concluded bool // conclusion + done emitted: nothing more is recorded (X12)
-	finishing bool // Concluded received: ending processes
+	concluded bool   // conclusion + done emitted (or the audit before them running): nothing more is recorded (X12)
+	audit     *audit // the workspace as the run found it (issue 11)
+	finishing bool   // Concluded received: ending processes
 	cancelled bool
 }
 
@@ -102,6 +103,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onCancel(c)
 	case *Concluded:
 		a.onConcluded(c)
+	case *audited:
+		a.onAudited(c, m)
 	case *actor.Restarting:
 		// A crash: nothing of this incarnation survives; kill at once.
 		a.killAll()
@@ -139,6 +142,9 @@ func (a *Actor) onStarted(c actor.Context) {
 			tc, _ := runprep.ToolContext(sess)
 			m.prep, m.perr = runprep.Prepare(runprep.Input{Layout: l, Def: def, SessionDir: sess, Workspace: spec.Workspace,
 				Cwd: spec.Cwd, ToolContext: tc, History: spec.HistoryMsgs, Input: spec.Input, Time: time.Now()})
+		}
+		if err == nil {
+			m.audit = takeAudit(l, def, spec.Workspace)
 		}
 		root.Send(self, m)
 	}()
@@ -192,7 +198,8 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		a.log.Warn("session snapshots not written (the run goes on)", "err", m.prep.SnapshotErr) // R5
 	}
 	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Scope: a.spec.Scope, Run: a.spec.RunID,
-		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd}
+		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd, Placeholders: a.cfg.Placeholders, Log: a.log}
+	a.audit = m.audit
 	if a.spec.Op == ipc.OpTsh {
 		// spec: P3 — a tsh op runs one tsh call through the tool path; no agent, no model.
 		a.startTool(c, &envelope.Line{Type: "tool_call", ID: "call-1", Name: "tsh", Args: a.spec.Args})
@@ -223,8 +230,8 @@ func (a *Actor) startStep(c actor.Context) {
 	if a.prep != nil {
 		maps.Copy(agentEnv, a.prep.Env) // spec: W7 — exactly when the window is known
 	}
-	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: a.view.Spec([]string{a.view.AgentPath()}, agentEnv),
-		Roots: a.cfg.Roots, Ident: a.view.Identity()}
+	view := a.view
+	opts := proc.Options{Bwrap: a.cfg.Bwrap, Roots: a.cfg.Roots, Ident: a.view.Identity()}
 	env := envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
 		HistoryMessages: a.spec.History, Observation: a.obs}
 	file := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), tsh.StateFileName)
@@ -250,14 +257,26 @@ func (a *Actor) startStep(c actor.Context) {
 			return
 		}
 		opts.Stdin = stdin
-		p, err := proc.Start(opts)
+		// issue 11: the view is built here, off the actor (it walks the
+		// workspace); its descriptors close once bwrap has them, its
+		// placeholders go once the step ended.
+		spec, held, err := view.Build([]string{view.AgentPath()}, agentEnv)
 		if err != nil {
+			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
+			return
+		}
+		opts.Spec = spec
+		p, err := proc.Start(opts)
+		held.Started()
+		if err != nil {
+			held.Ended()
 			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}
 		root.Send(self, &stepStarted{gen: gen, p: p})
 		cfg.Procs.Add(1)
 		readAgent(root, self, gen, p, cfg)
+		held.Ended()
 	}()
 }
 
@@ -514,20 +533,44 @@ func (a *Actor) onCancel(c actor.Context) {
 			Status: envelope.StatusCancelled, Content: "cancelled"})
 		a.toolCall, a.toolPID = nil, nil
 	}
-	a.emit(c, &ipc.Frame{Type: ipc.TypeCancelled})
-	a.concluded = true
-	a.emit(c, &ipc.Frame{Type: ipc.TypeDone, ID: a.spec.ReqID, Status: "cancelled"})
+	a.conclude(c, &ipc.Frame{Type: ipc.TypeCancelled}, "cancelled")
 }
 
-// conclude emits the one conclusion (if any) and done. Only the host does (X7, X8).
+// conclude emits the one conclusion (if any) and done. Only the host does
+// (X7, X8). A run with a workspace first compares it with the snapshot
+// taken at its start, off the actor, and warns of what now runs code on
+// the host (issue 11); nothing more is recorded meanwhile.
 func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 	if a.concluded {
 		return
 	}
+	a.concluded = true
+	if au := a.audit; au != nil {
+		a.audit = nil
+		self, root := c.Self(), c.ActorSystem().Root
+		go func() { root.Send(self, &audited{warnings: au.changes(), f: f, status: status}) }()
+		return
+	}
+	a.finish(c, f, status)
+}
+
+// onAudited emits the run's host-code warning, then its conclusion.
+func (a *Actor) onAudited(c actor.Context, m *audited) {
+	if len(m.warnings) > 0 {
+		msg := "this run changed what runs code on the host: " + strings.Join(m.warnings, "; ")
+		if len(msg) > 8<<10 {
+			msg = msg[:8<<10] + " …"
+		}
+		a.log.Warn("run changed what runs code on the host", "changes", m.warnings)
+		a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: msg})
+	}
+	a.finish(c, m.f, m.status)
+}
+
+func (a *Actor) finish(c actor.Context, f *ipc.Frame, status string) {
 	if f != nil {
 		a.emit(c, f)
 	}
-	a.concluded = true
 	a.emit(c, &ipc.Frame{Type: ipc.TypeDone, ID: a.spec.ReqID, Status: status})
 }
 

@@ -132,14 +132,10 @@ func (a *Actor) spawn(c actor.Context) {
 	}
 	v := a.call.View
 	v.Tsh = a.prep.tool == nil // tsh itself runs (list, load, pin, context …)
-	spec := v.Spec(a.prep.argv, v.ToolEnv())
+	argv := a.prep.argv
 	tool := a.prep.tool
 	a.prep.tool = nil // the goroutine owns the checked file from here
-	if tool != nil {
-		// Bind exactly the checked file over its path: what runs is what was checked.
-		spec.FDMounts = []bwrap.FDMount{{FD: spec.Pass(tool.File), Dst: a.prep.argv[0]}}
-	}
-	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, Roots: a.cfg.Roots, Ident: v.Identity()}
+	opts := proc.Options{Bwrap: a.cfg.Bwrap, Roots: a.cfg.Roots, Ident: v.Identity()}
 	a.starting = true
 	a.cfg.Procs.Add(1)
 	self, root, ctx := c.Self(), c.ActorSystem().Root, a.ctx
@@ -148,7 +144,21 @@ func (a *Actor) spawn(c actor.Context) {
 	// The fork/exec and every wait run off the actor (STYLE: Receive never blocks).
 	go func() {
 		defer a.cfg.Procs.Done()
-		p, err := proc.Start(opts)
+		// issue 11: the view is built off the actor (it walks the
+		// workspace); its descriptors close once bwrap has them, its
+		// placeholders go once the tool ended.
+		spec, held, err := v.Build(argv, v.ToolEnv())
+		var p *proc.Proc
+		if err == nil {
+			if tool != nil {
+				// Bind exactly the checked file over its path: what runs is what was checked.
+				spec.FDMounts = []bwrap.FDMount{{FD: spec.Pass(tool.File), Dst: argv[0]}}
+			}
+			opts.Spec = spec
+			p, err = proc.Start(opts)
+			held.Started()
+			defer held.Ended()
+		}
 		if tool != nil {
 			tool.Close()
 		}

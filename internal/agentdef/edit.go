@@ -14,8 +14,8 @@ import (
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
 	"github.com/cortexfs/ctx/internal/layout"
-	"github.com/cortexfs/ctx/internal/workspace"
 	"github.com/cortexfs/ctx/internal/policy"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // CreateOptions are the flags of `ctx agent create`.

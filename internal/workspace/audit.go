@@ -95,8 +95,9 @@ func (s *Snapshot) hooks(dir *os.File, rel string) {
 	}
 }
 
-// Changes lists, one sentence each, what after has that s had not.
-func (s *Snapshot) Changes(after *Snapshot) []string {
+// Changes lists, one sentence each, what after has that s had not; paths
+// are named below at (where the sandbox saw the directory).
+func (s *Snapshot) Changes(after *Snapshot, at string) []string {
 	var out []string
 	keys := make([]string, 0, len(after.items))
 	for k := range after.items {
@@ -110,6 +111,7 @@ func (s *Snapshot) Changes(after *Snapshot) []string {
 			continue
 		}
 		parts := strings.Split(k, "\x00")
+		parts[1] = path.Join(at, parts[1])
 		switch parts[0] {
 		case "repo":
 			what := "a new repository at " + parts[1]
@@ -131,7 +133,7 @@ func (s *Snapshot) Changes(after *Snapshot) []string {
 	}
 	for k := range s.items {
 		if _, ok := after.items[k]; !ok && strings.HasPrefix(k, "granted\x00") {
-			out = append(out, strings.TrimPrefix(k, "granted\x00")+" removed (writable by the grant in .d/protect)")
+			out = append(out, path.Join(at, strings.TrimPrefix(k, "granted\x00"))+" removed (writable by the grant in .d/protect)")
 		}
 	}
 	return out
