@@ -312,7 +312,7 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 // name, and hides the runtime's trees inside it (issue 11).
 func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, g workspace.Grants, byFD bool,
 	mount func(*[]bwrap.Mount, *os.File, string, string, bool), log *slog.Logger) error {
-	defer d.Close()
+	// d.File itself is already held (mounted); Held closes it.
 	for _, rel := range d.Hide {
 		// A workspace such as $HOME can contain CTX_ROOT or the runtime
 		// dir: hidden, or the agent could write events.jsonl, its own .d/

@@ -37,7 +37,12 @@ func Take(dir *os.File, g Grants, skip []string) *Snapshot {
 		case ".git":
 			switch e.Kind {
 			case KindDir:
-				s.items["repo\x00"+e.Rel] = "repository"
+				// Only a directory with HEAD is a repository to git (an
+				// empty placeholder is not); its config and hooks count
+				// either way.
+				if _, err := readSmall(dir, e.Rel+"/HEAD", 256); err == nil {
+					s.items["repo\x00"+e.Rel] = "repository"
+				}
 				s.gitDir(dir, e.Rel)
 			case KindFile:
 				b, _ := readSmall(dir, e.Rel, 4<<10)
