@@ -275,8 +275,7 @@ func (a *Actor) startStep(c actor.Context) {
 		}
 		root.Send(self, &stepStarted{gen: gen, p: p})
 		cfg.Procs.Add(1)
-		readAgent(root, self, gen, p, cfg)
-		held.Ended()
+		readAgent(root, self, gen, p, cfg, held.Ended)
 	}()
 }
 
@@ -301,7 +300,9 @@ func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 
 // readAgent streams the agent's stdout lines to the actor, then its exit.
 // All lines are sent before the exit (same sender, ordered mailbox).
-func readAgent(root *actor.RootContext, self *actor.PID, gen int, p *proc.Proc, cfg *config.Config) {
+// ended runs once the process is gone, before its exit is reported (the
+// view's placeholders go before the run can conclude).
+func readAgent(root *actor.RootContext, self *actor.PID, gen int, p *proc.Proc, cfg *config.Config, ended func()) {
 	defer cfg.Procs.Done()
 	r := bufio.NewReaderSize(p.Stdout, 64<<10)
 	total := 0
@@ -329,6 +330,7 @@ func readAgent(root *actor.RootContext, self *actor.PID, gen int, p *proc.Proc, 
 		}
 	}
 	werr := p.Wait()
+	ended()
 	if readErr != nil && werr == nil {
 		werr = readErr
 	}

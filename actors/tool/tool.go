@@ -193,6 +193,7 @@ func (a *Actor) spawn(c actor.Context) {
 			}
 		}
 		werr := p.Wait()
+		held.Ended() // before the result: placeholders go before the run can conclude
 		if serr := proc.SandboxFailure(p.ExitCode(), len(head), p.Stderr()); serr != nil {
 			// bwrap itself failed: fail closed and say how to fix it, never run unsandboxed.
 			root.Send(self, &finished{res: &Result{CallID: call.CallID, Name: call.Name, Status: envelope.StatusError,

@@ -31,9 +31,10 @@ type phKey struct {
 }
 
 type placeholder struct {
-	refs int
-	id   safefs.Identity
-	dir  bool
+	refs   int
+	id     safefs.Identity
+	dir    bool
+	parent *os.File // held until removal: the caller's descriptors close at the start
 }
 
 // NewRegistry returns an empty registry.
@@ -48,7 +49,12 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, re
 	if err != nil {
 		return nil, nil, fmt.Errorf("placeholder %s: %w", rel, err)
 	}
-	defer parent.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			parent.Close()
+		}
+	}()
 	pid, err := safefs.ID(parent)
 	if err != nil {
 		return nil, nil, err
@@ -86,16 +92,17 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, re
 	case created || signature(parent, name, id) >= 0:
 		// Ours: created now, or left by a crashed daemon.
 		_, isDir := isDirID(parent, name)
-		p = &placeholder{refs: 1, id: id, dir: isDir}
+		p = &placeholder{refs: 1, id: id, dir: isDir, parent: parent}
+		keep = true
 		r.held[k] = p
 	default:
 		return f, func() {}, nil // a real file: bound read-only, never removed
 	}
 	var once sync.Once
-	return f, func() { once.Do(func() { r.release(top, rel, k) }) }, nil
+	return f, func() { once.Do(func() { r.release(k) }) }, nil
 }
 
-func (r *Registry) release(top *os.File, rel string, k phKey) {
+func (r *Registry) release(k phKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.held[k]
@@ -106,14 +113,8 @@ func (r *Registry) release(top *os.File, rel string, k phKey) {
 		return
 	}
 	delete(r.held, k)
-	parent, err := safefs.OpenBeneath(top, path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return
-	}
+	parent := p.parent
 	defer parent.Close()
-	if pid, err := safefs.ID(parent); err != nil || pid != k.dir {
-		return
-	}
 	if signature(parent, k.name, p.id) < 0 {
 		return // changed since: not ours any more
 	}
