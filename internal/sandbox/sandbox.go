@@ -204,7 +204,7 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 			*list = append(*list, bwrap.Mount{FD: s.Pass(f), Src: src, Dst: dst, Write: write})
 			return
 		}
-		*list = append(*list, bwrap.Mount{Src: src, Dst: dst, Write: write, Try: !write})
+		*list = append(*list, bwrap.Mount{Src: src, Dst: dst, Write: write})
 	}
 	// The runtime's own tree, opened once: the home and session directories
 	// are reached below it without a symlink (the agent writes its home).

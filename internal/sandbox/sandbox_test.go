@@ -34,7 +34,7 @@ func TestSpecView(t *testing.T) {
 	j := strings.Join(a, " ")
 	ws := v.Workspace
 	for _, want := range []string{
-		"--bind " + ws + " /workspace --ro-bind-try " + ws + "/.git /workspace/.git",
+		"--bind " + ws + " /workspace --ro-bind " + ws + "/.git /workspace/.git",
 		"--bind " + v.Layout.AgentHome("a") + " /home/agent",
 		"--tmpfs /home/agent/session",
 		"--ro-bind-try " + v.Layout.SessionDir("a", "private", "s") + "/events.jsonl /ctx/home/1000/agent/a/session/s/events.jsonl",
