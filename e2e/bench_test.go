@@ -147,7 +147,7 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 	m := cgroup.New(context.Background(), os.Getuid(), w.root+"-bench", nil)
 	defer m.Release()
 	ws := b.TempDir()
-	call := func(i int, place bool) time.Duration {
+	call := func(i int, place, enter bool) time.Duration {
 		t0 := time.Now()
 		run := "run-" + strconv.Itoa(i) + "-bench"
 		v := sandbox.View{Layout: l, Def: def, Session: "bench", Run: run, Workspace: ws}
@@ -156,6 +156,9 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 		if place {
 			g = m.Group(run, def.Limits)
 			o.Place = g.PlaceFunc()
+			if enter {
+				o.Enter = g.EnterFunc() // born in the cgroup: what the runtime does on v1
+			}
 		}
 		p, err := proc.Start(o)
 		if err != nil {
@@ -170,15 +173,18 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	var bare, placed time.Duration
+	var bare, placed, entered time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		bare += call(2*i, false)
-		placed += call(2*i+1, true)
+		bare += call(3*i, false, false)
+		placed += call(3*i+1, true, false)
+		entered += call(3*i+2, true, true)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(bare.Microseconds())/n/1000, "nocgroup-ms")
-	b.ReportMetric(float64(placed.Microseconds())/n/1000, "cgroup-ms")
-	b.ReportMetric(float64(placed)/float64(bare), "cgroup/nocgroup")
+	b.ReportMetric(float64(placed.Microseconds())/n/1000, "placed-ms")
+	b.ReportMetric(float64(entered.Microseconds())/n/1000, "born-in-ms")
+	b.ReportMetric(float64(placed)/float64(bare), "placed/nocgroup")
+	b.ReportMetric(float64(entered)/float64(bare), "born-in/nocgroup")
 	b.Logf("mode %s: %s", m.Mode(), m.Describe())
 }

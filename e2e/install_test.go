@@ -74,6 +74,8 @@ func TestInstallQuickStart(t *testing.T) {
 	root, rt := filepath.Join(base, "root"), filepath.Join(base, "run")
 	env := []string{"PATH=" + prefix + "/bin:/usr/bin:/bin", "HOME=" + base, "CTX_ROOT=" + root, "CTX_RUNTIME_DIR=" + rt, "CTX_CANCEL_GRACE=500ms"}
 	t.Cleanup(func() { stopAutostarted(t, root) })
+	work := filepath.Join(base, "work")
+	os.MkdirAll(work, 0o755)
 	sh := func(args ...string) string {
 		t.Helper()
 		name := args[0]
@@ -81,7 +83,8 @@ func TestInstallQuickStart(t *testing.T) {
 			name = p // what a shell with only the prefix on PATH would run
 		}
 		cmd := exec.Command(name, args[1:]...)
-		cmd.Env, cmd.Dir = env, base
+		// A project directory, not the home: a send from ~ is refused (issue 11).
+		cmd.Env, cmd.Dir = env, work
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

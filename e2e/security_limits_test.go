@@ -183,12 +183,22 @@ func TestSecurityCrashSweepLoop(t *testing.T) {
 		mark := marker(t, "orphan"+strconv.Itoa(i))
 		c := w.dial("crash")
 		c.send(sendReq("crash-"+strconv.Itoa(i), "tool attack orphan "+mark+" 60s", "session", "s"+strconv.Itoa(i), "workspace", t.TempDir()))
-		// The tool and its detached grandchild both carry the marker.
-		waitFor(t, "the grandchild", 20*time.Second, func() bool { return len(procsWith(mark)) >= 2 })
+		// The marker is in bwrap's argv too: this kill often lands while the
+		// tool's sandbox is still held on its block pipe — a daemon crash
+		// then must not release a sandbox outside the run's cgroup (it is
+		// born inside it on cgroup v1).
+		waitFor(t, "the tool's sandbox", 20*time.Second, func() bool { return len(procsWith(mark)) >= 2 })
 		w.kill()
 		w.start()
 		if left := procsWith(mark); len(left) > 0 {
-			t.Fatalf("kill %d: processes of the crashed daemon's run survived the restart: %v", i, left)
+			var desc []string
+			for _, p := range left {
+				b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+				st, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+				cg, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cgroup")
+				desc = append(desc, strings.ReplaceAll(string(b), "\x00", " ")+" | "+string(st)+" | "+strings.ReplaceAll(string(cg), "\n", ";"))
+			}
+			t.Fatalf("kill %d: processes of the crashed daemon's run survived the restart: %v\n%s", i, left, strings.Join(desc, "\n"))
 		}
 	}
 	if entries, _ := os.ReadDir(filepath.Join("/sys/fs/cgroup/pids", cgroup.BaseName(os.Getuid(), w.root))); len(entries) > 0 {

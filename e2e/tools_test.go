@@ -26,6 +26,11 @@ func callTool(t *testing.T, w *world, agent, ws string, name string, args ...str
 			return f, got
 		}
 	}
+	for _, f := range got {
+		if f.Type == "error" {
+			t.Fatalf("no tool_result in %v: %s", types(got), f.raw)
+		}
+	}
 	t.Fatalf("no tool_result in %v", types(got))
 	return frame{}, nil
 }
@@ -373,7 +378,9 @@ func TestWorkspaceCannotWidenTheView(t *testing.T) {
 	}
 
 	// A workspace that contains CTX_ROOT (like $HOME contains ~/.local/share/cortexfs).
+	// base is the daemon's HOME: allowed only by an explicit grant (issue 11).
 	base := filepath.Dir(w.root)
+	os.WriteFile(filepath.Join(w.root, "agent", "wv.d", "protect"), []byte("allow "+base+"\n"), 0o644)
 	tr, _ = callTool(t, w, "wv", base, "peek", "/workspace/root/agent/wv.d/tools", "/workspace/root")
 	if strings.HasPrefix(tr.Content, "peek") || !strings.Contains(tr.Content, "No such file") {
 		t.Errorf("CTX_ROOT visible inside the workspace: %s", tr.raw)

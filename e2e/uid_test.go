@@ -44,7 +44,8 @@ func TestSocketPeerCredentials(t *testing.T) {
 	base := filepath.Dir(w.root)
 	os.Chmod(binDir, 0o755)
 	w.agent("own", nil) // created by root: hand the tree to the user
-	for _, p := range []string{base, w.root} {
+	work := filepath.Join(base, "work") // the user's HOME is base: a workspace there would be refused
+	for _, p := range []string{base, w.root, work} {
 		os.MkdirAll(p, 0o755)
 	}
 	if out, err := exec.Command("chown", "-R", strconv.Itoa(uid)+":"+strconv.Itoa(gid), base).CombinedOutput(); err != nil {
@@ -88,7 +89,7 @@ func TestSocketPeerCredentials(t *testing.T) {
 	probe := exec.Command("/usr/bin/setpriv", "--reuid="+strconv.Itoa(uid), "--regid="+strconv.Itoa(gid), "--clear-groups", "--",
 		binDir+"/ctx", "agent", "tsh", "own", "--json", "--", "bogus-subcommand")
 	probe.Env = w.env()
-	probe.Dir = base // owned by the user; CTX_ROOT inside it is hidden from the sandbox
+	probe.Dir = work // owned by the user
 	out, _ := probe.CombinedOutput()
 	if !strings.Contains(string(out), `"type":"start"`) {
 		t.Errorf("the owner was not served: %s\n%s", out, log.String())

@@ -14,17 +14,17 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/actors/session"
+	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/store"
+	"github.com/cortexfs/ctx/internal/workspace"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -237,7 +237,7 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 		}
 		req, err := ipc.ParseRequest(line)
 		if err == nil {
-			err = checkWorkspace(a.cfg.Layout, req)
+			err = checkWorkspace(a.cfg.Layout, a.name, a.log, req)
 		}
 		if err == nil {
 			err = checkCwd(a.cfg.Layout, a.name, req)
@@ -258,35 +258,28 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 	}
 }
 
-// checkWorkspace: an existing directory the owner can write (interfaces.md).
-// Nothing is created.
-func checkWorkspace(l layout.Layout, r *ipc.Request) error {
+// checkWorkspace judges a request's workspace once, before anything is
+// recorded (interfaces.md, issue 11): an existing directory the owner can
+// write, opened without a symlink after its own path is resolved, not /,
+// the owner's home or an ancestor of it unless .d/protect allows it, not
+// inside CTX_ROOT or the runtime dir. The request then carries its real
+// path, which every start of the run opens again without following a
+// symlink. Nothing is created.
+func checkWorkspace(l layout.Layout, agent string, log *slog.Logger, r *ipc.Request) error {
 	if r.Workspace == "" {
 		return nil
 	}
-	// The runtime's own trees are never a workspace: an agent would write
-	// its session logs, controls and tools (a workspace that merely
-	// contains them gets them hidden by a tmpfs in the sandbox).
-	ws := filepath.Clean(r.Workspace)
-	if real, err := filepath.EvalSymlinks(ws); err == nil {
-		ws = real // a path through a symlink is judged by where it leads
+	g, err := agentdef.ReadProtect(l.AgentControl(agent))
+	if err != nil {
+		// An invalid .d/protect grants nothing (the run fails on it anyway).
+		g, _ = workspace.ParseGrants(nil)
 	}
-	for _, own := range []string{l.Root, l.Runtime} {
-		if real, err := filepath.EvalSymlinks(own); err == nil {
-			own = real
-		}
-		if rel, err := filepath.Rel(own, ws); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return fmt.Errorf("workspace %q: inside %s, which only the runtime writes: %w", r.Workspace, own, ipc.ErrBadRequest)
-		}
+	d, err := workspace.Open(r.Workspace, workspace.Options{Layout: l, Grants: g, Write: true, Resolve: true, Log: log})
+	if err != nil {
+		return fmt.Errorf("%v: %w", err, ipc.ErrBadRequest)
 	}
-	st, err := os.Stat(r.Workspace)
-	if err != nil || !st.IsDir() {
-		return fmt.Errorf("workspace %q: not an existing directory: %w", r.Workspace, ipc.ErrBadRequest)
-	}
-	if unix.Access(r.Workspace, unix.W_OK) != nil {
-		return fmt.Errorf("workspace %q: not writable by the owner: %w", r.Workspace, ipc.ErrBadRequest)
-	}
-	return nil
+	r.Workspace = d.Path
+	return d.Close()
 }
 
 func (a *Actor) onIncoming(c actor.Context, m *incoming) {

@@ -62,10 +62,19 @@ type ApprovalAnswer struct {
 // internal continuations
 
 type defLoaded struct {
-	def  *agentdef.Def
-	err  error
-	prep *runprep.Prepared
-	perr error
+	def   *agentdef.Def
+	err   error
+	prep  *runprep.Prepared
+	perr  error
+	audit *audit
+}
+
+// audited carries the run's host-code changes and the conclusion that
+// waited for them.
+type audited struct {
+	warnings []string
+	f        *ipc.Frame
+	status   string
 }
 
 type stepStarted struct {

@@ -73,8 +73,9 @@ type Actor struct {
 	toolPID   *actor.PID
 	toolCall  *envelope.Line
 
-	concluded bool // conclusion + done emitted: nothing more is recorded (X12)
-	finishing bool // Concluded received: ending processes
+	concluded bool   // conclusion + done emitted (or the audit before them running): nothing more is recorded (X12)
+	audit     *audit // the workspace as the run found it (issue 11)
+	finishing bool   // Concluded received: ending processes
 	cancelled bool
 }
 
@@ -109,6 +110,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onCancel(c)
 	case *Concluded:
 		a.onConcluded(c)
+	case *audited:
+		a.onAudited(c, m)
 	case *actor.Restarting:
 		// A crash: nothing of this incarnation survives; kill at once.
 		a.killAll()
@@ -152,6 +155,9 @@ func (a *Actor) onStarted(c actor.Context) {
 			}
 			m.prep, m.perr = runprep.Prepare(runprep.Input{Layout: l, Def: def, SessionDir: sess, Workspace: spec.Workspace,
 				Cwd: spec.Cwd, ToolState: tools, History: spec.HistoryMsgs, Input: spec.Input, Time: time.Now()})
+		}
+		if err == nil {
+			m.audit = takeAudit(l, def, spec.Workspace)
 		}
 		root.Send(self, m)
 	}()
@@ -202,7 +208,8 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	}
 	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Scope: a.spec.Scope, Run: a.spec.RunID,
 		Tools:     sandbox.ToolsNone, // issue 11 item 4: an agent step acts only through tool_call
-		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd}
+		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd, Placeholders: a.cfg.Placeholders, Log: a.log}
+	a.audit = m.audit
 	if a.spec.Op == ipc.OpTsh {
 		// spec: P3 — a tsh op runs one tsh call through the tool path; no agent, no model.
 		a.startTool(c, &envelope.Line{Type: "tool_call", ID: "call-1", Name: "tsh", Args: a.spec.Args})
@@ -233,8 +240,9 @@ func (a *Actor) startStep(c actor.Context) {
 	if a.prep != nil {
 		maps.Copy(agentEnv, a.prep.Env) // spec: W7 — exactly when the window is known
 	}
-	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: a.view.Spec([]string{a.view.AgentPath()}, agentEnv),
-		Roots: a.cfg.Roots, Ident: a.view.Identity(), Place: a.group.PlaceFunc()}
+	view := a.view
+	opts := proc.Options{Bwrap: a.cfg.Bwrap, Roots: a.cfg.Roots, Ident: a.view.Identity(),
+		Enter: a.group.EnterFunc(), Place: a.group.PlaceFunc()} // issue 11: born in the run's cgroup (v1), else placed while held
 	env := envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
 		HistoryMessages: a.spec.History, Observation: a.obs}
 	prep := a.prep
@@ -278,14 +286,25 @@ func (a *Actor) startStep(c actor.Context) {
 			return
 		}
 		opts.Stdin = stdin
-		p, err := proc.Start(opts)
+		// issue 11: the view is built here, off the actor (it walks the
+		// workspace); its descriptors close once bwrap has them, its
+		// placeholders go once the step ended.
+		spec, held, err := view.Build([]string{view.AgentPath()}, agentEnv)
 		if err != nil {
+			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
+			return
+		}
+		opts.Spec = spec
+		p, err := proc.Start(opts)
+		held.Started()
+		if err != nil {
+			held.Ended()
 			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}
 		root.Send(self, &stepStarted{gen: gen, p: p, warnings: warnings})
 		cfg.Procs.Add(1)
-		readAgent(root, self, gen, p, cfg)
+		readAgent(root, self, gen, p, cfg, held.Ended)
 	}()
 }
 
@@ -313,7 +332,9 @@ func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 
 // readAgent streams the agent's stdout lines to the actor, then its exit.
 // All lines are sent before the exit (same sender, ordered mailbox).
-func readAgent(root *actor.RootContext, self *actor.PID, gen int, p *proc.Proc, cfg *config.Config) {
+// ended runs once the process is gone, before its exit is reported (the
+// view's placeholders go before the run can conclude).
+func readAgent(root *actor.RootContext, self *actor.PID, gen int, p *proc.Proc, cfg *config.Config, ended func()) {
 	defer cfg.Procs.Done()
 	r := bufio.NewReaderSize(p.Stdout, 64<<10)
 	total := 0
@@ -341,6 +362,7 @@ func readAgent(root *actor.RootContext, self *actor.PID, gen int, p *proc.Proc, 
 		}
 	}
 	werr := p.Wait()
+	ended()
 	if readErr != nil && werr == nil {
 		werr = readErr
 	}
@@ -565,20 +587,44 @@ func (a *Actor) onCancel(c actor.Context) {
 			Status: envelope.StatusCancelled, Content: "cancelled"})
 		a.toolCall, a.toolPID = nil, nil
 	}
-	a.emit(c, &ipc.Frame{Type: ipc.TypeCancelled})
-	a.concluded = true
-	a.emit(c, &ipc.Frame{Type: ipc.TypeDone, ID: a.spec.ReqID, Status: "cancelled"})
+	a.conclude(c, &ipc.Frame{Type: ipc.TypeCancelled}, "cancelled")
 }
 
-// conclude emits the one conclusion (if any) and done. Only the host does (X7, X8).
+// conclude emits the one conclusion (if any) and done. Only the host does
+// (X7, X8). A run with a workspace first compares it with the snapshot
+// taken at its start, off the actor, and warns of what now runs code on
+// the host (issue 11); nothing more is recorded meanwhile.
 func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 	if a.concluded {
 		return
 	}
+	a.concluded = true
+	if au := a.audit; au != nil {
+		a.audit = nil
+		self, root := c.Self(), c.ActorSystem().Root
+		go func() { root.Send(self, &audited{warnings: au.changes(), f: f, status: status}) }()
+		return
+	}
+	a.finish(c, f, status)
+}
+
+// onAudited emits the run's host-code warning, then its conclusion.
+func (a *Actor) onAudited(c actor.Context, m *audited) {
+	if len(m.warnings) > 0 {
+		msg := "this run changed what runs code on the host: " + strings.Join(m.warnings, "; ")
+		if len(msg) > 8<<10 {
+			msg = msg[:8<<10] + " …"
+		}
+		a.log.Warn("run changed what runs code on the host", "changes", m.warnings)
+		a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: msg})
+	}
+	a.finish(c, m.f, m.status)
+}
+
+func (a *Actor) finish(c actor.Context, f *ipc.Frame, status string) {
 	if f != nil {
 		a.emit(c, f)
 	}
-	a.concluded = true
 	a.emit(c, &ipc.Frame{Type: ipc.TypeDone, ID: a.spec.ReqID, Status: status})
 }
 

@@ -124,15 +124,11 @@ func (a *Actor) spawn(c actor.Context) {
 	v := a.call.View
 	v.Tsh = a.prep.tool == nil     // tsh itself runs (list, load, pin, context …)
 	v.Tools = sandbox.ToolsAllowed // issue 11 item 4: the tools policy allows, no others
-	spec := v.Spec(a.prep.argv, v.ToolEnv())
+	argv := a.prep.argv
 	tool := a.prep.tool
 	a.prep.tool = nil // the goroutine owns the checked file from here
-	if tool != nil {
-		// Bind exactly the checked file over its path: what runs is what was checked.
-		spec.FDMounts = []bwrap.FDMount{{FD: spec.Pass(tool.File), Dst: a.prep.argv[0]}}
-	}
-	opts := proc.Options{Bwrap: a.cfg.Bwrap, Spec: spec, Roots: a.cfg.Roots, Ident: v.Identity(),
-		Place: a.call.Group.PlaceFunc()} // issue 11: the run's cgroup, before the tool runs
+	opts := proc.Options{Bwrap: a.cfg.Bwrap, Roots: a.cfg.Roots, Ident: v.Identity(),
+		Enter: a.call.Group.EnterFunc(), Place: a.call.Group.PlaceFunc()} // issue 11: the run's cgroup, before the tool runs
 	a.starting = true
 	a.cfg.Procs.Add(1)
 	self, root, ctx := c.Self(), c.ActorSystem().Root, a.ctx
@@ -141,7 +137,21 @@ func (a *Actor) spawn(c actor.Context) {
 	// The fork/exec and every wait run off the actor (STYLE: Receive never blocks).
 	go func() {
 		defer a.cfg.Procs.Done()
-		p, err := proc.Start(opts)
+		// issue 11: the view is built off the actor (it walks the
+		// workspace); its descriptors close once bwrap has them, its
+		// placeholders go once the tool ended.
+		spec, held, err := v.Build(argv, v.ToolEnv())
+		var p *proc.Proc
+		if err == nil {
+			if tool != nil {
+				// Bind exactly the checked file over its path: what runs is what was checked.
+				spec.FDMounts = []bwrap.FDMount{{FD: spec.Pass(tool.File), Dst: argv[0]}}
+			}
+			opts.Spec = spec
+			p, err = proc.Start(opts)
+			held.Started()
+			defer held.Ended()
+		}
 		if tool != nil {
 			tool.Close()
 		}
@@ -176,6 +186,7 @@ func (a *Actor) spawn(c actor.Context) {
 			}
 		}
 		werr := p.Wait()
+		held.Ended() // before the result: placeholders go before the run can conclude
 		if serr := proc.SandboxFailure(p.ExitCode(), len(head), p.Stderr()); serr != nil {
 			// bwrap itself failed: fail closed and say how to fix it, never run unsandboxed.
 			root.Send(self, &finished{res: &Result{CallID: call.CallID, Name: call.Name, Status: envelope.StatusError,

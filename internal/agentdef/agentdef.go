@@ -18,6 +18,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/limits"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // ABI is the only valid executable-agent ABI (X1).
@@ -37,7 +38,7 @@ const (
 
 // Controls is the list of control files a definition may carry.
 var Controls = []string{"abi", "approval", "tools", "model", "window", "policy", "label", "root", "cwd",
-	"env", "path", "mount", "uid", "gid", "groups", "limits", "system.md", "prompt.template.md"}
+	"env", "path", "mount", "protect", "uid", "gid", "groups", "limits", "system.md", "prompt.template.md"}
 
 // MaxControl bounds one control file.
 const MaxControl = 64 << 10
@@ -70,6 +71,9 @@ type Def struct {
 	// Limits of every run, from .d/limits (limits.Default where absent;
 	// issue 11 "Limits per run").
 	Limits limits.Limits
+	// Protect is .d/protect: explicit, logged exceptions to the protected
+	// paths and directories (issue 11).
+	Protect workspace.Grants
 }
 
 // Load reads and validates a definition: agent/<name> and agent/<name>.d/,
@@ -222,6 +226,9 @@ func Load(l layout.Layout, name string) (*Def, error) {
 			return nil, fmt.Errorf("agent %q: .d/limits: %v: %w", name, err, ErrInvalid)
 		}
 	}
+	if d.Protect, err = ReadProtect(d.Control); err != nil {
+		return nil, fmt.Errorf("agent %q: %w", name, err)
+	}
 	if d.Root != "" && d.Root != "/" {
 		// A narrower root is not built yet; ignoring it would widen the view,
 		// so the definition fails closed.
@@ -231,6 +238,23 @@ func Load(l layout.Layout, name string) (*Def, error) {
 		return nil, fmt.Errorf("agent %q: .d/cwd %q: not absolute: %w", name, d.Cwd, ErrInvalid)
 	}
 	return d, nil
+}
+
+// ReadProtect reads the grants of .d/protect in the control directory
+// ctl (none when absent). Errors wrap ErrInvalid.
+func ReadProtect(ctl string) (workspace.Grants, error) {
+	b, err := readControl(filepath.Join(ctl, "protect"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return workspace.ParseGrants(nil)
+	}
+	if err != nil {
+		return workspace.Grants{}, err
+	}
+	g, err := workspace.ParseGrants(b)
+	if err != nil {
+		return g, fmt.Errorf(".d/protect: %v: %w", err, ErrInvalid)
+	}
+	return g, nil
 }
 
 func readControl(path string) ([]byte, error) {

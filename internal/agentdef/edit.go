@@ -16,6 +16,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/policy"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // CreateOptions are the flags of `ctx agent create`.
@@ -282,6 +283,8 @@ func Set(l layout.Layout, name, control, value string, extra Validator) error {
 		_, _, err = ParseMount(b)
 	case "limits":
 		_, err = limits.Parse(b)
+	case "protect":
+		_, err = workspace.ParseGrants(b)
 	case "policy":
 		_, err = policy.Parse(policy.AgentPolicy, control, b)
 	case "window":

@@ -115,6 +115,38 @@ func (m *Manager) Group(run string, l limits.Limits) *Group {
 	return &Group{m: m, name: GroupName(run), lim: l}
 }
 
+// enterer is a backend whose groups can take a single thread (cgroup v1),
+// so a process can be born inside a group (proc.Options.Enter).
+type enterer interface {
+	enter(name string, l limits.Limits, tid int) (leave func() error, err error)
+}
+
+// EnterFunc is the proc.Options.Enter hook of the group: nil where the
+// backend cannot take a thread (v2, systemd, rlimits), which then place
+// the held sandbox with PlaceFunc.
+func (g *Group) EnterFunc() func(tid int) (func() error, error) {
+	if g == nil {
+		return nil
+	}
+	e, ok := g.m.b.(enterer)
+	if !ok {
+		return nil
+	}
+	return func(tid int) (func() error, error) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.closed {
+			return nil, ErrClosed
+		}
+		g.used = true
+		leave, err := e.enter(g.name, g.lim, tid)
+		if err != nil {
+			return leave, fmt.Errorf("cgroup %s (%s): %w", g.name, g.m.b.mode(), err)
+		}
+		return leave, nil
+	}
+}
+
 // PlaceFunc is the proc.Options.Place hook of the group (nil for a nil group).
 func (g *Group) PlaceFunc() func(pid int) error {
 	if g == nil {

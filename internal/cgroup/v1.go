@@ -20,9 +20,10 @@ import (
 // accounting is on: no swap on top), cpu (cpu.shares) and freezer (the kill
 // freezes the group so nothing forks between listing and SIGKILL).
 type v1 struct {
-	dirs  map[string]string // controller → base directory
-	order []string          // controllers in use, pids first
-	rmdir func(string) error
+	dirs   map[string]string // controller → base directory
+	mounts map[string]string // controller → hierarchy mount point
+	order  []string          // controllers in use, pids first
+	rmdir  func(string) error
 }
 
 var v1Controllers = []string{"pids", "memory", "cpu", "freezer"}
@@ -35,7 +36,7 @@ func newV1(m Mounts, base string) (*v1, error) {
 			return nil, fmt.Errorf("no cgroup v1 %s hierarchy mounted", c)
 		}
 	}
-	v := &v1{dirs: map[string]string{}, rmdir: os.Remove}
+	v := &v1{dirs: map[string]string{}, mounts: m.V1, rmdir: os.Remove}
 	for _, c := range v1Controllers {
 		if m.V1[c] == "" {
 			continue
@@ -82,6 +83,47 @@ func (v *v1) describe() string {
 }
 
 func (v *v1) place(name string, l limits.Limits, pid int) error {
+	return v.join(name, l, "cgroup.procs", pid)
+}
+
+// enter moves one thread (tid) of the daemon into the group, creating it:
+// what that thread forks next is born inside (v1 groups hold threads).
+// leave moves it back to where it was, in every controller.
+func (v *v1) enter(name string, l limits.Limits, tid int) (leave func() error, err error) {
+	back := map[string]string{}
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, ctrl := range strings.Split(parts[1], ",") {
+			if _, ok := v.dirs[ctrl]; ok {
+				back[ctrl] = parts[2]
+			}
+		}
+	}
+	leave = func() error {
+		var errs []error
+		for _, c := range v.order {
+			where, ok := back[c]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: the thread's own cgroup is unknown", c))
+				continue
+			}
+			if err := writeFile(filepath.Join(v.mounts[c], where, "tasks"), strconv.Itoa(tid)); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", c, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return leave, v.join(name, l, "tasks", tid)
+}
+
+func (v *v1) join(name string, l limits.Limits, file string, id int) error {
 	for _, c := range v.order {
 		dir := filepath.Join(v.dirs[c], name)
 		err := os.Mkdir(dir, 0o755)
@@ -100,7 +142,7 @@ func (v *v1) place(name string, l limits.Limits, pid int) error {
 		}
 	}
 	for _, c := range v.order {
-		if err := writeFile(filepath.Join(v.dirs[c], name, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+		if err := writeFile(filepath.Join(v.dirs[c], name, file), strconv.Itoa(id)); err != nil {
 			return fmt.Errorf("%s: %w", c, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // Version of ctx, reported by ping.
@@ -38,6 +39,9 @@ type Config struct {
 	// Cgroups gives each run its cgroup (issue 11 "Limits per run"); nil
 	// only in tests that start no daemon.
 	Cgroups *cgroup.Manager
+	// Placeholders holds the placeholders of absent protected names in
+	// workspaces, shared by every sandbox of the daemon (issue 11).
+	Placeholders *workspace.Registry
 	// Fault is a test-only fault hook (built with -tags ctxfault); nil otherwise.
 	Fault func(point string)
 }
@@ -45,7 +49,8 @@ type Config struct {
 // FromEnv reads the daemon's tunables (interfaces.md "Daemon").
 func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
 	c := &Config{Layout: l, Bwrap: os.Getenv("CTX_BWRAP"), CancelGrace: 2 * time.Second,
-		ApprovalTimeout: 60 * time.Second, SessionIdle: 5 * time.Minute, Log: log, Procs: &sync.WaitGroup{}, Running: &atomic.Int64{}}
+		ApprovalTimeout: 60 * time.Second, SessionIdle: 5 * time.Minute, Log: log, Procs: &sync.WaitGroup{}, Running: &atomic.Int64{},
+		Placeholders: workspace.NewRegistry()}
 	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout, "CTX_SESSION_IDLE": &c.SessionIdle} {
 		if v := os.Getenv(name); v != "" {
 			d, err := time.ParseDuration(v)

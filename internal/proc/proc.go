@@ -10,12 +10,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/launchroot"
@@ -43,6 +46,14 @@ type Options struct {
 	// anything (the block pipe holds it): the run's cgroup takes the pid
 	// here, so nothing inside escapes its limits. An error ends the start.
 	Place func(pid int) error
+	// Enter, when set, takes the OS thread that forks bwrap (by tid) into
+	// the run's cgroup just before the fork, so bwrap is born inside it:
+	// no window in which a daemon crash releases a held sandbox that was
+	// not placed yet (bwrap reads EOF on its block pipe and goes on). The
+	// thread returns (leave) right after the fork: bwrap's death signal is
+	// bound to the thread that forked it, which must outlive the start.
+	// Place is then not needed.
+	Enter func(tid int) (leave func() error, err error)
 	// Roots, when set, registers the sandbox as a launch root carrying
 	// Ident before it may run (--block-fd; runtime.md U2).
 	Roots *launchroot.Registry
@@ -65,6 +76,9 @@ func Start(o Options) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Enter != nil {
+		o.Place = nil
+	}
 	cmd := exec.Command(o.Bwrap, args...)
 	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv/--setenv)
 	cmd.Dir = "/"
@@ -82,7 +96,7 @@ func Start(o Options) (*Proc, error) {
 		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 	}
 	if o.Roots == nil && o.Place == nil {
-		if err := cmd.Start(); err != nil {
+		if err := startIn(cmd, o.Enter); err != nil {
 			return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 		}
 		return p, nil
@@ -101,7 +115,7 @@ func Start(o Options) (*Proc, error) {
 	}
 	cmd.Args = append([]string{o.Bwrap}, args...)
 	cmd.ExtraFiles = launch.ExtraFiles
-	if err := cmd.Start(); err != nil {
+	if err := startIn(cmd, o.Enter); err != nil {
 		launch.Abort()
 		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 	}
@@ -123,6 +137,43 @@ func Start(o Options) (*Proc, error) {
 	return p, nil
 }
 
+// startIn starts cmd; with enter, from an OS thread that enter moved into
+// the run's cgroup first, so the child is born there; the thread then
+// leaves the cgroup and is unlocked. A thread that cannot leave is never
+// unlocked (its goroutine ends, and Go ends the thread) and the start
+// fails: no daemon thread may stay in a run's cgroup, which is killed whole.
+func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) error {
+	if enter == nil {
+		return cmd.Start()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		leave, err := enter(unix.Gettid())
+		if err != nil {
+			if leave == nil || leave() != nil {
+				errc <- fmt.Errorf("enter: %w", err) // the thread ends with this goroutine
+				return
+			}
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter: %w", err)
+			return
+		}
+		serr := cmd.Start()
+		if lerr := leave(); lerr != nil {
+			if serr == nil {
+				_ = cmd.Process.Kill() // its death signal fires as this thread ends anyway
+				_ = cmd.Wait()
+			}
+			errc <- fmt.Errorf("leave the run's cgroup: %w", lerr)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- serr
+	}()
+	return <-errc
+}
+
 // startHeld starts bwrap held on a block pipe of its own, runs o.Place,
 // then releases it: without launch roots, placement still comes first.
 func (p *Proc) startHeld(o Options, cmd *exec.Cmd) error {
@@ -139,7 +190,7 @@ func (p *Proc) startHeld(o Options, cmd *exec.Cmd) error {
 	}
 	cmd.Args = append([]string{o.Bwrap}, args...)
 	cmd.ExtraFiles = append(append([]*os.File(nil), o.Spec.Files...), pr)
-	if err := cmd.Start(); err != nil {
+	if err := startIn(cmd, o.Enter); err != nil {
 		pw.Close()
 		return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 	}

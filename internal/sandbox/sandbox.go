@@ -4,18 +4,26 @@
 package sandbox
 
 import (
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/policy"
+	"github.com/cortexfs/ctx/internal/safefs"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // View is the request-dependent part of a sandbox.
@@ -27,6 +35,11 @@ type View struct {
 	Run       string
 	Workspace string // host directory bound at /workspace, or ""
 	Cwd       string // working directory inside the view ("" = default)
+	// Placeholders, when set, holds the placeholders of absent protected
+	// names (the daemon's one registry); without it none are made.
+	Placeholders *workspace.Registry
+	// Log receives what the view notes (grants used, a walk cut short).
+	Log *slog.Logger
 	// Tsh marks a view that runs tsh (the terminal, a tsh command): it also
 	// sees this session's directory (tools.json) and the agent's .d/policy
 	// and .d/label, which tsh enforces itself. An agent step or a checked
@@ -112,25 +125,114 @@ func (v View) AgentEnv(step int) map[string]string {
 	return env
 }
 
-// Spec builds the bwrap spec of the view running argv with env.
+// Spec builds the bwrap spec of the view running argv with env, every
+// host directory bound by path: for the terminal, whose sandbox is started
+// where descriptors cannot be passed. Protected paths found by the walk are
+// bound read-only by path, but absent ones get no placeholder, and a path
+// may change between the check and bwrap's mount (issue 11). A view that
+// cannot be built gives a spec with no argv, which fails to start.
+func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
+	s, h, err := v.build(argv, env, false)
+	if err != nil {
+		slog.Warn("sandbox view refused", "err", err)
+		return bwrap.Spec{}
+	}
+	h.Started()
+	h.Ended()
+	return s
+}
+
+// Build builds the bwrap spec of the view running argv with env, with every
+// host path that becomes a mount — workspace, protected paths and their
+// placeholders, worktree gitdirs, .d/mount sources, the agent home and the
+// session directory — opened safely and handed to bwrap by descriptor, so
+// what was checked is what is mounted (issue 11). The caller calls
+// h.Started() once bwrap started (or failed to) and h.Ended() once the
+// sandbox is gone. It walks the workspace: call it off the actor.
+func (v View) Build(argv []string, env map[string]string) (bwrap.Spec, *Held, error) {
+	return v.build(argv, env, true)
+}
+
+// Held is what a built view holds on the host.
+type Held struct {
+	files    []*os.File
+	releases []func()
+}
+
+// Started closes the descriptors bwrap inherited (it has its own copies).
+func (h *Held) Started() {
+	if h == nil {
+		return
+	}
+	for _, f := range h.files {
+		f.Close()
+	}
+	h.files = nil
+}
+
+// Ended releases the placeholders (the last use removes them) and closes
+// what Started did not.
+func (h *Held) Ended() {
+	if h == nil {
+		return
+	}
+	h.Started()
+	for _, r := range h.releases {
+		r()
+	}
+	h.releases = nil
+}
+
 // Visible under /ctx: bin/ and the tool directories (read-only), and the
 // agent object itself for executable agents. The agent home is writable at
-// /home/agent; the workspace at /workspace with its .git read-only.
-func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
+// /home/agent; the workspace at /workspace with its protected paths
+// read-only.
+func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap.Spec, held *Held, err error) {
 	l := v.Layout
-	home := l.AgentHome(v.Def.Name)
-	_ = os.MkdirAll(home, 0o700)
+	log := v.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &Held{}
+	defer func() {
+		if err != nil {
+			h.Ended()
+		}
+	}()
 	s := bwrap.Spec{
 		System: true,
 		Etc:    etcSnapshot(l),
 		Dirs:   []string{layout.SandboxRoot, layout.SandboxHome},
-		Mounts: []bwrap.Mount{
-			{Src: home, Dst: layout.SandboxHome, Write: true},
-		},
-		Env:   env,
-		Chdir: v.WorkDir(),
-		Argv:  argv,
+		Env:    env,
+		Chdir:  v.WorkDir(),
+		Argv:   argv,
 	}
+	// mount binds f (opened safely) at dst, by descriptor or by its path.
+	mount := func(list *[]bwrap.Mount, f *os.File, src, dst string, write bool) {
+		h.files = append(h.files, f) // closed by Started
+		if byFD {
+			*list = append(*list, bwrap.Mount{FD: s.Pass(f), Src: src, Dst: dst, Write: write})
+			return
+		}
+		*list = append(*list, bwrap.Mount{Src: src, Dst: dst, Write: write})
+	}
+	// The runtime's own tree, opened once: the home and session directories
+	// are reached below it without a symlink (the agent writes its home).
+	_ = os.MkdirAll(l.Root, 0o755)
+	root, err := safefs.Open(resolved(l.Root), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return s, nil, fmt.Errorf("ctx root: %w", err)
+	}
+	defer root.Close()
+	homeRel := relTo(l.Root, l.AgentHome(v.Def.Name))
+	if err := mkdirBeneath(root, homeRel); err != nil {
+		return s, nil, fmt.Errorf("agent home: %w", err)
+	}
+	hf, err := safefs.OpenBeneath(root, homeRel, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return s, nil, fmt.Errorf("agent home: %w", err)
+	}
+	mount(&s.Mounts, hf, l.AgentHome(v.Def.Name), layout.SandboxHome, true)
 	if v.Tools == ToolsAllowed {
 		// spec: V3 — the view is the authority: what policy denies is not there.
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: l.BinDir(), Dst: layout.SandboxRoot + "/bin", Try: true})
@@ -156,28 +258,40 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 			s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(v.Def.Control, f), Dst: ctl + "/" + f, Try: true})
 		}
 	}
+	g := v.Def.Protect
+	if len(g.Writable)+len(g.Creatable) > 0 {
+		log.Info("protected names narrowed by .d/protect", "agent", v.Def.Name, "writable", keys(g.Writable), "creatable", keys(g.Creatable))
+	}
 	if v.Workspace != "" {
-		s.Mounts = append(s.Mounts, bwrap.Mount{Src: v.Workspace, Dst: layout.SandboxWorkspace, Write: true})
-		// A workspace such as $HOME can contain CTX_ROOT (~/.local/share/cortexfs)
-		// or the runtime dir: hide them, or the agent could write events.jsonl,
-		// its own .d/ controls and tools, and read home/<uid>/secrets/.
-		for _, hidden := range []string{l.Root, l.Runtime} {
-			if rel, err := filepath.Rel(v.Workspace, hidden); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-				s.TmpfsAfter = append(s.TmpfsAfter, filepath.Join(layout.SandboxWorkspace, rel))
-			}
+		// spec: B1 — the workspace writable at /workspace, every .git in it
+		// (and the other protected paths) read-only.
+		// issue 11: the workspace is judged again at every start, by the
+		// rules the request was (a request's path is already the real one).
+		d, err := workspace.Open(v.Workspace, workspace.Options{Layout: l, Grants: g, Write: true, Resolve: !byFD, Log: log})
+		if err != nil {
+			return s, nil, err
 		}
-		if st, err := os.Lstat(filepath.Join(v.Workspace, ".git")); err == nil {
-			// spec: B1 — .git is re-mounted read-only inside the writable workspace.
-			s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(v.Workspace, ".git"), Dst: layout.SandboxWorkspace + "/.git"})
-			if st.Mode().IsRegular() {
-				// spec: D8 — a worktree's .git is a file naming its gitdir
-				// (and that gitdir's commondir): both read-only as well.
-				s.Mounts = append(s.Mounts, worktreeGitDirs(l, v.Workspace)...)
-			}
+		mount(&s.Mounts, d.File, d.Path, layout.SandboxWorkspace, true)
+		if err := v.protect(&s, h, d, layout.SandboxWorkspace, g, byFD, mount, log); err != nil {
+			return s, nil, err
 		}
 	}
 	for _, m := range v.Def.Mounts {
-		s.Mounts = append(s.Mounts, bwrap.Mount{Src: m.Src, Dst: m.Dst, Write: m.Write})
+		// issue 11: .d/mount sources follow the workspace's rules.
+		d, err := workspace.Open(m.Src, workspace.Options{Layout: l, Grants: g, Write: m.Write, Resolve: !byFD, What: "mount source", Log: log})
+		if err != nil {
+			return s, nil, err
+		}
+		mount(&s.Mounts, d.File, d.Path, m.Dst, m.Write)
+		if m.Write {
+			if err := v.protect(&s, h, d, m.Dst, g, byFD, mount, log); err != nil {
+				return s, nil, err
+			}
+		} else {
+			for _, rel := range d.Hide {
+				s.TmpfsAfter = append(s.TmpfsAfter, filepath.Join(m.Dst, rel))
+			}
+		}
 	}
 	s.Network = v.Def.Network
 	if _, err := os.Stat(l.ControlSocket()); err == nil {
@@ -198,14 +312,134 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 		}
 		dir := l.SessionDir(v.Def.Name, scope, v.Session)
 		at := v.SessionPath()
-		s.MountsAfter = append(s.MountsAfter,
-			bwrap.Mount{Src: dir, Dst: at, Write: true, Try: true},
-			bwrap.Mount{Src: filepath.Join(dir, "events.jsonl"), Dst: at + "/events.jsonl", Try: true},
-			bwrap.Mount{Src: filepath.Join(dir, "messages.jsonl"), Dst: at + "/messages.jsonl", Try: true},
-			bwrap.Mount{Src: filepath.Join(dir, "terminal"), Dst: at + "/terminal", Try: true},
-		)
+		if !byFD {
+			s.MountsAfter = append(s.MountsAfter,
+				bwrap.Mount{Src: dir, Dst: at, Write: true, Try: true},
+				bwrap.Mount{Src: filepath.Join(dir, "events.jsonl"), Dst: at + "/events.jsonl", Try: true},
+				bwrap.Mount{Src: filepath.Join(dir, "messages.jsonl"), Dst: at + "/messages.jsonl", Try: true},
+				bwrap.Mount{Src: filepath.Join(dir, "terminal"), Dst: at + "/terminal", Try: true},
+			)
+		} else if sd, err := safefs.OpenBeneath(root, relTo(l.Root, dir), unix.O_PATH|unix.O_DIRECTORY); err == nil {
+			mount(&s.MountsAfter, sd, dir, at, true)
+			for _, f := range []string{"events.jsonl", "messages.jsonl", "terminal"} {
+				if ff, err := safefs.OpenBeneath(sd, f, unix.O_PATH); err == nil {
+					mount(&s.MountsAfter, ff, filepath.Join(dir, f), at+"/"+f, false)
+				}
+			}
+		}
 	}
-	return s
+	return s, h, nil
+}
+
+// protect binds read-only every protected path the walk finds below the
+// directory d (bound at dst), with a placeholder for each absent top-level
+// name, and hides the runtime's trees inside it (issue 11).
+func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, g workspace.Grants, byFD bool,
+	mount func(*[]bwrap.Mount, *os.File, string, string, bool), log *slog.Logger) error {
+	// d.File itself is already held (mounted); Held closes it.
+	for _, rel := range d.Hide {
+		// A workspace such as $HOME can contain CTX_ROOT or the runtime
+		// dir: hidden, or the agent could write events.jsonl, its own .d/
+		// controls and tools, and read home/<uid>/secrets/.
+		s.TmpfsAfter = append(s.TmpfsAfter, filepath.Join(dst, rel))
+	}
+	found := workspace.Walk(d.File, g, d.Hide)
+	if found.Truncated != "" {
+		log.Warn("protected-path walk stopped early; deeper paths are not protected", "dir", d.Path, "why", found.Truncated)
+	}
+	for _, e := range found.Entries {
+		at := filepath.Join(dst, e.Rel)
+		src := filepath.Join(d.Path, e.Rel)
+		top := !strings.Contains(e.Rel, "/") || path.Base(e.Rel) == "hooks"
+		switch {
+		case e.Kind == workspace.KindSymlink:
+			// Never followed, never bound: a symlinked .git is only reported.
+			continue
+		case byFD && v.Placeholders != nil && top:
+			f, release, err := v.Placeholders.Acquire(d.File, e.Rel, workspace.IsDirName(path.Base(e.Rel)))
+			if err != nil {
+				return fmt.Errorf("protected path %s: %w", src, err)
+			}
+			h.releases = append(h.releases, release)
+			mount(&s.Mounts, f, src, at, false)
+		case e.Kind == workspace.KindAbsent:
+			continue // no placeholder without a registry (the terminal)
+		default:
+			f, err := safefs.OpenBeneath(d.File, e.Rel, unix.O_PATH)
+			if err != nil {
+				continue // gone since the walk
+			}
+			mount(&s.Mounts, f, src, at, false)
+		}
+		if e.Rel == ".git" && e.Kind == workspace.KindFile {
+			// spec: D8 — a worktree's .git is a file naming its gitdir
+			// (and that gitdir's commondir): both read-only as well.
+			for _, m := range worktreeGitDirs(v.Layout, d.Path) {
+				f, err := safefs.Open(m.Src, unix.O_PATH|unix.O_DIRECTORY)
+				if err != nil {
+					continue
+				}
+				if dst != layout.SandboxWorkspace && strings.HasPrefix(m.Dst, layout.SandboxWorkspace+"/") {
+					m.Dst = filepath.Join(dst, strings.TrimPrefix(m.Dst, layout.SandboxWorkspace+"/"))
+				}
+				mount(&s.Mounts, f, m.Src, m.Dst, false)
+			}
+		}
+	}
+	return nil
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// relTo is p relative to base (both under the same root).
+func relTo(base, p string) string {
+	r, err := filepath.Rel(base, p)
+	if err != nil {
+		return p
+	}
+	return r
+}
+
+func resolved(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// mkdirBeneath creates rel's missing directories below dir (mode 0700),
+// never following a symlink.
+func mkdirBeneath(dir *os.File, rel string) error {
+	names, err := safefs.Components(rel)
+	if err != nil {
+		return err
+	}
+	cur := dir
+	for i, n := range names {
+		err := unix.Mkdirat(int(cur.Fd()), n, 0o700)
+		if err != nil && err != unix.EEXIST {
+			return fmt.Errorf("mkdir %s: %w", strings.Join(names[:i+1], "/"), err)
+		}
+		next, err := safefs.OpenBeneath(cur, n, unix.O_PATH|unix.O_DIRECTORY)
+		if cur != dir {
+			cur.Close()
+		}
+		if err != nil {
+			return err
+		}
+		cur = next
+	}
+	if cur != dir {
+		cur.Close()
+	}
+	return nil
 }
 
 // etcSnapshot returns the /etc snapshot's current generation, or "".

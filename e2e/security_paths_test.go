@@ -1,0 +1,287 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostGit runs git on the host as a person would, with a temp HOME and no
+// system config; its failure is returned, not fatal.
+func hostGit(t *testing.T, home, dir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1"}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func mustGit(t *testing.T, home, dir string, args ...string) {
+	t.Helper()
+	if out, err := hostGit(t, home, dir, args...); err != nil {
+		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
+	}
+}
+
+// results parses the attack's KEY=VALUE lines.
+func results(content string) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(content, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// TestSecurityProtectedRepos: from inside a real run a tool writes a
+// nested repo's .git/config (core.fsmonitor) and a hook, a bare repo's
+// hook, .git/hooks in a workspace without .git, .mcp.json and .bashrc;
+// every write fails, and host git (status, commit, push, init) in a temp
+// HOME runs nothing planted. A new nested repository the run made is
+// reported in a warning frame, and placeholders are gone after the run.
+// issue 11 item 2
+func TestSecurityProtectedRepos(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	attack, _ := os.ReadFile(binDir + "/attack")
+	w.tool("attack", string(attack))
+	w.agent("pr", map[string]string{"tools": "attack\n"})
+	home, marks := t.TempDir(), t.TempDir()
+	marker := filepath.Join(marks, "ran")
+
+	ws := t.TempDir()
+	mustGit(t, home, ws, "init", "-q")
+	mustGit(t, home, ws, "commit", "-q", "--allow-empty", "-m", "first")
+	os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
+	mustGit(t, home, filepath.Join(ws, "sub"), "init", "-q")
+	mustGit(t, home, ws, "init", "-q", "--bare", "bare.git")
+	for _, f := range []string{".mcp.json", ".bashrc"} {
+		os.WriteFile(filepath.Join(ws, f), []byte("orig\n"), 0o644)
+	}
+	before := snapshotTree(t, ws)
+
+	tr, frames := callTool(t, w, "pr", ws, "attack", "fsops",
+		"hook", "/workspace/evil.sh", marker, // the script fsmonitor would run: the workspace is writable
+		"fsmon", "/workspace/sub/.git/config", filepath.Join(ws, "evil.sh"),
+		"hook", "/workspace/sub/.git/hooks/pre-commit", marker,
+		"hook", "/workspace/.git/hooks/pre-commit", marker,
+		"fsmon", "/workspace/.git/config", filepath.Join(ws, "evil.sh"),
+		"hook", "/workspace/bare.git/hooks/pre-receive", marker,
+		"fsmon", "/workspace/bare.git/config", filepath.Join(ws, "evil.sh"),
+		"w", "/workspace/.mcp.json", "planted",
+		"w", "/workspace/.bashrc", "planted",
+		"w", "/workspace/.envrc", "planted",
+		"w", "/workspace/.vscode/tasks.json", "planted",
+		"w", "/workspace/newrepo/.git/HEAD", "ref:refs/heads/main",
+		"w", "/workspace/newrepo/.git/config", "x",
+		"fsmon", "/workspace/newrepo/.git/config", filepath.Join(ws, "evil.sh"),
+	)
+	r := results(tr.Content)
+	for k, v := range r {
+		if k == "hook:/workspace/evil.sh" || strings.HasPrefix(k, "w:/workspace/newrepo/") || k == "fsmon:/workspace/newrepo/.git/config" {
+			if v != "ok" {
+				t.Errorf("%s: %s (the workspace itself must stay writable)", k, v)
+			}
+			continue
+		}
+		if v == "ok" {
+			t.Errorf("protected write succeeded: %s", k)
+		}
+	}
+	if len(r) != 14 {
+		t.Errorf("attack output incomplete:\n%s", tr.Content)
+	}
+	warned := false
+	for _, f := range frames {
+		if f.Type == "warning" && strings.Contains(f.raw, "/workspace/newrepo/.git") && strings.Contains(f.raw, "core.fsmonitor") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warning frame about the new nested repository: %v", types(frames))
+	}
+	after := snapshotTree(t, ws)
+	for p, v := range before {
+		if after[p] != v {
+			t.Errorf("host file changed by the run: %s", p)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok && p != "evil.sh" && !strings.HasPrefix(p, "newrepo") {
+			t.Errorf("host path created by the run and left behind: %s", p)
+		}
+	}
+
+	// Host git, as the person would use it next.
+	hostGit(t, home, ws, "status")
+	hostGit(t, home, ws, "commit", "-q", "--allow-empty", "-m", "second")
+	hostGit(t, home, filepath.Join(ws, "sub"), "status")
+	hostGit(t, home, filepath.Join(ws, "sub"), "commit", "-q", "--allow-empty", "-m", "x")
+	hostGit(t, home, ws, "push", "-q", "bare.git", "HEAD:refs/heads/x")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("host git ran code planted from inside the sandbox")
+	}
+
+	// A workspace without .git: .git/hooks cannot be created there, so a
+	// later `git init` + commit on the host runs nothing planted.
+	ws2 := t.TempDir()
+	tr, _ = callTool(t, w, "pr", ws2, "attack", "fsops",
+		"hook", "/workspace/.git/hooks/pre-commit", marker,
+		"w", "/workspace/.git/config", "planted",
+		"w", "/workspace/.mcp.json", "planted")
+	for k, v := range results(tr.Content) {
+		if v == "ok" {
+			t.Errorf("in a workspace without .git: %s succeeded", k)
+		}
+	}
+	if ents, _ := os.ReadDir(ws2); len(ents) != 0 {
+		t.Errorf("placeholders left behind in the workspace: %v", ents)
+	}
+	mustGit(t, home, ws2, "init", "-q")
+	hostGit(t, home, ws2, "commit", "-q", "--allow-empty", "-m", "x")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("git init + commit on the host ran a hook planted from inside the sandbox")
+	}
+}
+
+// snapshotTree maps every path below dir (symlinks not followed) to its
+// mode, size and content.
+func snapshotTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == dir {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		v := fi.Mode().String() + " " + strconv.FormatInt(fi.Size(), 10)
+		if fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			v += " " + string(b)
+		}
+		m[rel] = v
+		return nil
+	})
+	return m
+}
+
+// TestSecurityGitSymlink: a .git symlink planted in the workspace is never
+// a bind source: the next run does not see the outside secret through it,
+// and a link to /etc does not break later runs. issue 11 item 3
+func TestSecurityGitSymlink(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	attack, _ := os.ReadFile(binDir + "/attack")
+	w.tool("attack", string(attack))
+	w.agent("gl", map[string]string{"tools": "attack\n"})
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "key"), []byte("sk-OUTSIDE-SECRET"), 0o600)
+	ws := t.TempDir()
+	os.Symlink(outside, filepath.Join(ws, ".git"))
+	tr, _ := callTool(t, w, "gl", ws, "attack", "fsops", "r", "/workspace/.git/key", "l", "/workspace/.git", "r", outside+"/key")
+	if strings.Contains(tr.Content, "sk-OUTSIDE-SECRET") || strings.Contains(tr.Content, "[key]") {
+		t.Errorf("a .git symlink bound an outside directory: %s", tr.Content)
+	}
+	if tr.Status != "ok" {
+		t.Errorf("the run with a .git symlink failed: %s", tr.raw)
+	}
+	ws2 := t.TempDir()
+	os.Symlink("/etc", filepath.Join(ws2, ".git"))
+	for i := 0; i < 2; i++ {
+		tr, _ := callTool(t, w, "gl", ws2, "attack", "fsops", "l", "/workspace")
+		if tr.Status != "ok" || !strings.Contains(tr.Content, ".git") {
+			t.Errorf("run %d with .git -> /etc: %s", i, tr.raw)
+		}
+	}
+}
+
+// TestSecurityWorkspaceThroughSymlink: a workspace reached through a
+// symlinked directory whose target contains CTX_ROOT and the runtime dir:
+// the agent cannot see or write agent/NAME.d/, home/<uid>/secrets or the
+// sockets. issue 11 item 3
+func TestSecurityWorkspaceThroughSymlink(t *testing.T) {
+	w := newWorld(t)
+	w.extra = []string{"HOME=" + t.TempDir()} // base is not the home here: only the symlink matters
+	w.start()
+	attack, _ := os.ReadFile(binDir + "/attack")
+	w.tool("attack", string(attack))
+	w.agent("sl", map[string]string{"tools": "attack\n"})
+	uid := strconv.Itoa(os.Getuid())
+	secrets := filepath.Join(w.root, "home", uid, "secrets")
+	os.MkdirAll(secrets, 0o700)
+	os.WriteFile(filepath.Join(secrets, "provider"), []byte("sk-PROVIDER-SECRET"), 0o600)
+	base := filepath.Dir(w.root)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(base, link); err != nil {
+		t.Fatal(err)
+	}
+	policy := filepath.Join(w.root, "agent", "sl.d", "policy")
+	tr, _ := callTool(t, w, "sl", link, "attack", "fsops",
+		"r", "/workspace/root/home/"+uid+"/secrets/provider",
+		"l", "/workspace/root/agent",
+		"l", "/workspace/root/agent/sl.d",
+		"w", "/workspace/root/agent/sl.d/policy", "allow-all",
+		"l", "/workspace/run",
+		"l", "/workspace/run/agent")
+	res := results(tr.Content)
+	if len(res) != 6 {
+		t.Fatalf("attack output incomplete:\n%s", tr.Content)
+	}
+	for k, v := range res {
+		if strings.HasPrefix(k, "w:") || strings.HasSuffix(v, "no such file or directory") {
+			continue // a write lands on the hiding tmpfs (the host file is checked below)
+		}
+		if strings.Contains(v, "sk-PROVIDER-SECRET") || strings.Contains(v, "sl.d") || strings.Contains(v, "sock") ||
+			strings.Contains(v, "tools") || (strings.HasPrefix(k, "l:") && v != "[]" && !strings.Contains(v, "no such file")) {
+			t.Errorf("CTX_ROOT or the runtime dir visible through a symlinked workspace: %s=%s", k, v)
+		}
+	}
+	if _, err := os.Stat(policy); err == nil {
+		t.Errorf("the agent wrote its own .d/policy through a symlinked workspace")
+	}
+}
+
+// TestSecurityHomeWorkspace: `ctx agent send` from the owner's home (the
+// CLI sends its cwd) and a workspace of / are refused with bad_request
+// before anything is recorded; `allow HOME` in .d/protect allows the home.
+// issue 11: protected paths
+func TestSecurityHomeWorkspace(t *testing.T) {
+	home := t.TempDir()
+	w := newWorld(t)
+	w.extra = []string{"HOME=" + home}
+	w.start()
+	w.agent("hw", nil)
+	r := w.ctx(home, "", "agent", "send", "hw", "--json", "hello")
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "bad_request") || !strings.Contains(r.stdout+r.stderr, "home directory") {
+		t.Errorf("send from the home: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	c := w.dial("hw")
+	for _, ws := range []string{"/", filepath.Dir(home)} {
+		c.send(sendReq("root-"+strconv.Itoa(len(ws)), "hello", "workspace", ws))
+		if f := c.must(5 * time.Second); f.Code != "bad_request" || !strings.Contains(f.Message, "allow") {
+			t.Errorf("workspace %s: %s", ws, f.raw)
+		}
+	}
+	if _, err := os.Stat(w.sessionDir("hw", "default") + "/events.jsonl"); err == nil {
+		if ev := w.events("hw", "default"); len(ev) != 0 {
+			t.Errorf("a refused request was recorded: %v", types(ev))
+		}
+	}
+	os.WriteFile(filepath.Join(w.root, "agent", "hw.d", "protect"), []byte("allow "+home+"\n"), 0o644)
+	r = w.ctx(home, "", "agent", "send", "hw", "--json", "hello")
+	if r.code != 0 || !strings.Contains(r.stdout, `"done"`) {
+		t.Errorf("send from the home with the grant: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(w.log.String(), "protected directory allowed by .d/protect") {
+		t.Errorf("the grant's use was not logged:\n%s", w.log)
+	}
+	if ents, _ := os.ReadDir(home); len(ents) != 0 {
+		t.Errorf("placeholders left in the home after the run: %v", ents)
+	}
+}

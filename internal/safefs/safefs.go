@@ -1,0 +1,261 @@
+// Package safefs opens host paths without following symlinks — openat2
+// RESOLVE_NO_SYMLINKS (and RESOLVE_BENEATH below a directory descriptor),
+// or one O_NOFOLLOW component at a time where openat2 is missing — and
+// compares what it opened by identity (device, inode), so that what the
+// host checks is what it later hands to bwrap (issue 11).
+package safefs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrSymlink is wrapped when a component of the path is a symlink.
+var ErrSymlink = errors.New("a symlink in the path (symlinks are never followed)")
+
+// ErrBadPath is wrapped when a path cannot be opened safely as written:
+// relative where it must be absolute, with "..", NUL or empty.
+var ErrBadPath = errors.New("bad path")
+
+// noOpenat2 is set once openat2 answered ENOSYS (or in tests of the
+// fallback); then every path is walked one O_NOFOLLOW component at a time.
+var noOpenat2 atomic.Bool
+
+// Components splits a path into its names: empty names and "." are dropped;
+// ".." and NUL are refused, so nothing built from the names can climb out
+// of where it starts.
+func Components(path string) ([]string, error) {
+	if path == "" || strings.IndexByte(path, 0) >= 0 {
+		return nil, fmt.Errorf("path %q: %w", path, ErrBadPath)
+	}
+	var out []string
+	for _, c := range strings.Split(path, "/") {
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			return nil, fmt.Errorf("path %q: \"..\" is refused: %w", path, ErrBadPath)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Open opens the absolute path with no symlink in any of its components.
+// flags are open(2) flags (typically unix.O_PATH, with unix.O_DIRECTORY for
+// a directory); O_CLOEXEC and O_NOFOLLOW are always added.
+func Open(path string, flags int) (*os.File, error) {
+	if !strings.HasPrefix(path, "/") {
+		return nil, fmt.Errorf("path %q: not absolute: %w", path, ErrBadPath)
+	}
+	names, err := Components(path)
+	if err != nil {
+		return nil, err
+	}
+	return open(unix.AT_FDCWD, "/", names, flags, unix.RESOLVE_NO_SYMLINKS, path)
+}
+
+// OpenBeneath opens rel below dir with no symlink in any component and
+// without leaving dir (RESOLVE_BENEATH; ".." is refused outright).
+// rel "" or "." opens dir itself again.
+func OpenBeneath(dir *os.File, rel string, flags int) (*os.File, error) {
+	if strings.HasPrefix(rel, "/") {
+		return nil, fmt.Errorf("path %q: not relative: %w", rel, ErrBadPath)
+	}
+	if rel == "" {
+		rel = "."
+	}
+	names, err := Components(rel)
+	if err != nil {
+		return nil, err
+	}
+	return open(int(dir.Fd()), "", names, flags, unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_BENEATH, dir.Name()+"/"+rel)
+}
+
+func open(dirfd int, prefix string, names []string, flags int, resolve uint64, label string) (*os.File, error) {
+	flags |= unix.O_CLOEXEC | unix.O_NOFOLLOW
+	if !noOpenat2.Load() {
+		p := prefix + strings.Join(names, "/")
+		if p == "" {
+			p = "."
+		}
+		for {
+			fd, err := unix.Openat2(dirfd, p, &unix.OpenHow{Flags: uint64(flags), Resolve: resolve})
+			if err == unix.EINTR || err == unix.EAGAIN {
+				continue // EAGAIN: a concurrent rename raced the lookup; try again
+			}
+			if err == unix.ENOSYS {
+				noOpenat2.Store(true)
+				break
+			}
+			if err == unix.ELOOP {
+				return nil, fmt.Errorf("%s: %w", label, ErrSymlink)
+			}
+			if err == unix.ENOTDIR {
+				// O_DIRECTORY|O_NOFOLLOW on a final symlink says ENOTDIR.
+				var st unix.Stat_t
+				if unix.Fstatat(dirfd, p, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					return nil, fmt.Errorf("%s: %w", label, ErrSymlink)
+				}
+			}
+			if err != nil {
+				return nil, &os.PathError{Op: "openat2", Path: label, Err: err}
+			}
+			return checkedFile(fd, flags, label)
+		}
+	}
+	return walk(dirfd, prefix, names, flags, label)
+}
+
+// walk is the fallback: one openat per component, each O_NOFOLLOW, the
+// intermediate ones O_PATH|O_DIRECTORY.
+func walk(dirfd int, prefix string, names []string, flags int, label string) (*os.File, error) {
+	cur := -1
+	var err error
+	if prefix == "/" {
+		cur, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	} else {
+		cur, err = unix.Openat(dirfd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: label, Err: err}
+	}
+	if len(names) == 0 {
+		fd, err := unix.Openat(cur, ".", flags&^unix.O_NOFOLLOW, 0)
+		unix.Close(cur)
+		if err != nil {
+			return nil, &os.PathError{Op: "openat", Path: label, Err: err}
+		}
+		return checkedFile(fd, flags, label)
+	}
+	for i, n := range names {
+		f := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if i == len(names)-1 {
+			f = flags
+		}
+		next, err := unix.Openat(cur, n, f, 0)
+		if err == unix.ENOTDIR || err == unix.ELOOP {
+			var st unix.Stat_t
+			if unix.Fstatat(cur, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				unix.Close(cur)
+				return nil, fmt.Errorf("%s: %w", label, ErrSymlink)
+			}
+		}
+		unix.Close(cur)
+		if err != nil {
+			return nil, &os.PathError{Op: "openat", Path: label, Err: err}
+		}
+		cur = next
+	}
+	return checkedFile(cur, flags, label)
+}
+
+// checkedFile refuses an O_PATH descriptor of a symlink (O_PATH|O_NOFOLLOW
+// opens the link itself) and wraps fd.
+func checkedFile(fd, flags int, label string) (*os.File, error) {
+	if flags&unix.O_PATH != 0 {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, &os.PathError{Op: "fstat", Path: label, Err: err}
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			unix.Close(fd)
+			return nil, fmt.Errorf("%s: %w", label, ErrSymlink)
+		}
+	}
+	return os.NewFile(uintptr(fd), label), nil
+}
+
+// Identity names a file by device and inode.
+type Identity struct{ Dev, Ino uint64 }
+
+// ID is f's identity.
+func ID(f *os.File) (Identity, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return Identity{}, fmt.Errorf("fstat %s: %w", f.Name(), err)
+	}
+	return Identity{Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// StatID is the identity of what path names, following symlinks (for the
+// runtime's own roots, which may be reached through a symlink).
+func StatID(path string) (Identity, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return Identity{}, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return Identity{Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// RealPath is where the kernel says f is (/proc/self/fd), refused when
+// the file was deleted.
+func RealPath(f *os.File) (string, error) {
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		return "", fmt.Errorf("real path of %s: %w", f.Name(), err)
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") {
+		return "", fmt.Errorf("real path of %s: %q is not a live path", f.Name(), p)
+	}
+	return p, nil
+}
+
+// maxDepth bounds the walk up a directory tree.
+const maxDepth = 4096
+
+// Within reports whether the directory dir lies at or below the directory
+// with identity anc, by climbing ".." from dir (no names, no symlinks).
+func Within(dir *os.File, anc Identity) (bool, error) {
+	cur, err := unix.Openat(int(dir.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, fmt.Errorf("within %s: %w", dir.Name(), err)
+	}
+	defer func() { unix.Close(cur) }()
+	var st unix.Stat_t
+	for i := 0; i < maxDepth; i++ {
+		if err := unix.Fstat(cur, &st); err != nil {
+			return false, fmt.Errorf("within %s: %w", dir.Name(), err)
+		}
+		id := Identity{Dev: st.Dev, Ino: st.Ino}
+		if id == anc {
+			return true, nil
+		}
+		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false, fmt.Errorf("within %s: %w", dir.Name(), err)
+		}
+		var ust unix.Stat_t
+		if err := unix.Fstat(up, &ust); err != nil {
+			unix.Close(up)
+			return false, fmt.Errorf("within %s: %w", dir.Name(), err)
+		}
+		unix.Close(cur)
+		cur = up
+		if (Identity{Dev: ust.Dev, Ino: ust.Ino}) == id {
+			return false, nil // "/" is its own parent
+		}
+	}
+	return false, fmt.Errorf("within %s: deeper than %d levels", dir.Name(), maxDepth)
+}
+
+// WithinPath is Within for an ancestor named by path (followed: the
+// runtime's roots may be reached through a symlink). A missing ancestor
+// contains nothing.
+func WithinPath(dir *os.File, anc string) (bool, error) {
+	id, err := StatID(anc)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return Within(dir, id)
+}

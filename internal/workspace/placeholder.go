@@ -1,0 +1,165 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cortexfs/ctx/internal/safefs"
+)
+
+// Registry holds the placeholders the daemon created so that absent
+// protected names cannot be created from a sandbox. A placeholder is an
+// empty directory or file of mode 000 (the "signature"), created on the
+// host because a bind needs an existing mount point. It is shared by every
+// sandbox using it and removed when the last one ended, if it is still the
+// same empty inode; one left by a crashed daemon carries the signature
+// and is adopted, then removed, by the next run in that directory.
+// One Registry serves the whole daemon (config.Config.Placeholders).
+type Registry struct {
+	mu   sync.Mutex
+	held map[phKey]*placeholder
+}
+
+type phKey struct {
+	dir  safefs.Identity
+	name string
+}
+
+type placeholder struct {
+	refs   int
+	id     safefs.Identity
+	dir    bool
+	parent *os.File // held until removal: the caller's descriptors close at the start
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{held: map[phKey]*placeholder{}} }
+
+// Acquire returns an O_PATH descriptor of rel below top to bind read-only:
+// the existing file or directory, or a placeholder created now (a
+// directory when isDir). release ends this use; the last use of a
+// placeholder removes it when it is still empty and the same inode.
+func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, release func(), err error) {
+	parent, err := safefs.OpenBeneath(top, path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, nil, fmt.Errorf("placeholder %s: %w", rel, err)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			parent.Close()
+		}
+	}()
+	pid, err := safefs.ID(parent)
+	if err != nil {
+		return nil, nil, err
+	}
+	name := path.Base(rel)
+	k := phKey{pid, name}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if isDir {
+		err = unix.Mkdirat(int(parent.Fd()), name, 0)
+	} else {
+		var fd int
+		fd, err = unix.Openat(int(parent.Fd()), name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+	}
+	created := err == nil
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, nil, fmt.Errorf("placeholder %s: %w", rel, err)
+	}
+	f, err = safefs.OpenBeneath(parent, name, unix.O_PATH)
+	if err != nil {
+		return nil, nil, fmt.Errorf("placeholder %s: %w", rel, err)
+	}
+	id, err := safefs.ID(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	p := r.held[k]
+	switch {
+	case p != nil && p.id == id:
+		p.refs++
+	case created || signature(parent, name, id) >= 0:
+		// Ours: created now, or left by a crashed daemon.
+		_, isDir := isDirID(parent, name)
+		p = &placeholder{refs: 1, id: id, dir: isDir, parent: parent}
+		keep = true
+		r.held[k] = p
+	default:
+		return f, func() {}, nil // a real file: bound read-only, never removed
+	}
+	var once sync.Once
+	return f, func() { once.Do(func() { r.release(k) }) }, nil
+}
+
+func (r *Registry) release(k phKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.held[k]
+	if p == nil {
+		return
+	}
+	if p.refs--; p.refs > 0 {
+		return
+	}
+	delete(r.held, k)
+	parent := p.parent
+	defer parent.Close()
+	if signature(parent, k.name, p.id) < 0 {
+		return // changed since: not ours any more
+	}
+	flags := 0
+	if p.dir {
+		flags = unix.AT_REMOVEDIR // fails unless empty
+	}
+	_ = unix.Unlinkat(int(parent.Fd()), k.name, flags)
+}
+
+// signature is 0 when name in parent is still a mode-000 directory or an
+// empty mode-000 file with identity id (id zero: any), else -1.
+func signature(parent *os.File, name string, id safefs.Identity) int {
+	var st unix.Stat_t
+	if unix.Fstatat(int(parent.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&0o7777 != 0 {
+		return -1
+	}
+	if (id != safefs.Identity{}) && (safefs.Identity{Dev: st.Dev, Ino: st.Ino}) != id {
+		return -1
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		if st.Size == 0 {
+			return 0
+		}
+	case unix.S_IFDIR:
+		return 0 // emptiness is rmdir's own check (a mode-000 directory may not be readable)
+	}
+	return -1
+}
+
+func isDirID(parent *os.File, name string) (safefs.Identity, bool) {
+	var st unix.Stat_t
+	if unix.Fstatat(int(parent.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return safefs.Identity{}, false
+	}
+	return safefs.Identity{Dev: st.Dev, Ino: st.Ino}, st.Mode&unix.S_IFMT == unix.S_IFDIR
+}
+
+// IsDirName says whether a protected name's placeholder is a directory.
+func IsDirName(name string) bool {
+	for _, d := range protectedDirs {
+		if d == name {
+			return true
+		}
+	}
+	return name == "hooks"
+}

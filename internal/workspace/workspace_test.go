@@ -1,0 +1,295 @@
+package workspace
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cortexfs/ctx/internal/layout"
+)
+
+func TestParseGrants(t *testing.T) {
+	for _, c := range []struct {
+		in, err string
+	}{
+		{"", ""}, {"# c\n\nallow /home/u\n", ""}, {"writable .envrc\ncreatable .git\n", ""},
+		{"allow rel\n", "clean absolute"}, {"allow /a/../b\n", "clean absolute"},
+		{"writable .ssh\n", "not a protected name"}, {"deny /x\n", "unknown grant"},
+		{"allow /x", "LF-terminated"}, {"allow /x y\n", "want"}, {"allow\n", "want"},
+	} {
+		_, err := ParseGrants([]byte(c.in))
+		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("ParseGrants(%q) = %v, want %q", c.in, err, c.err)
+		}
+	}
+	g, _ := ParseGrants([]byte("allow /h\nwritable .envrc\ncreatable .git\n"))
+	if !slices.Equal(g.Allow, []string{"/h"}) || !g.Writable[".envrc"] || !g.Creatable[".git"] {
+		t.Errorf("grants %+v", g)
+	}
+}
+
+func FuzzParseGrants(f *testing.F) {
+	for _, s := range []string{"allow /h\n", "writable .git\n", "creatable .mcp.json\n# x\n", "allow\n", "x y z\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		g, err := ParseGrants(b)
+		if err != nil {
+			return
+		}
+		for _, a := range g.Allow {
+			if !filepath.IsAbs(a) || filepath.Clean(a) != a {
+				t.Fatalf("allowed %q", a)
+			}
+		}
+		for n := range g.Writable {
+			if !slices.Contains(Protected, n) {
+				t.Fatalf("writable %q", n)
+			}
+		}
+	})
+}
+
+// issue 11: one validation of a workspace or mount source.
+func TestOpen(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	home := filepath.Join(base, "home")
+	l := layout.Layout{Root: filepath.Join(home, ".local/share/cortexfs"), Runtime: filepath.Join(base, "run")}
+	for _, d := range []string{l.Root + "/agent", l.Runtime, home + "/proj", base + "/ws"} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.Symlink(home, base+"/homelink")
+	os.Symlink(base+"/ws", base+"/wslink")
+	os.WriteFile(base+"/file", nil, 0o644)
+	o := Options{Layout: l, Homes: []string{home}, Write: true}
+	for _, c := range []struct {
+		path    string
+		resolve bool
+		grant   string
+		want    string // "" ok, else in the error
+		hide    []string
+	}{
+		{base + "/ws", false, "", "", nil},
+		{home + "/proj", false, "", "", nil},
+		{"rel", false, "", "not an absolute path", nil},
+		{base + "/missing", false, "", "not an existing directory", nil},
+		{base + "/file", false, "", "not an existing directory", nil},
+		{base + "/wslink", false, "", "a symlink on the way", nil},
+		{base + "/wslink", true, "", "", nil},
+		{home, false, "", "home directory", nil},
+		{base + "/homelink", true, "", "home directory", nil},
+		{base, false, "", "home directory", nil},
+		{"/", false, "", "root directory", nil},
+		{home, false, home, "", []string{".local/share/cortexfs"}},
+		{base, false, base, "", []string{"home/.local/share/cortexfs", "run"}},
+		{l.Root + "/agent", false, "", "only the runtime writes", nil},
+		{l.Runtime, false, "", "only the runtime writes", nil},
+	} {
+		o := o
+		o.Resolve = c.resolve
+		if c.grant != "" {
+			o.Grants.Allow = []string{c.grant}
+		}
+		d, err := Open(c.path, o)
+		if c.want != "" {
+			if err == nil || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Open(%q) = %v, want %q", c.path, err, c.want)
+			}
+			if d != nil {
+				d.Close()
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Open(%q): %v", c.path, err)
+			continue
+		}
+		if !slices.Equal(d.Hide, c.hide) {
+			t.Errorf("Open(%q).Hide = %v, want %v", c.path, d.Hide, c.hide)
+		}
+		d.Close()
+	}
+}
+
+// issue 11: protected paths found without following symlinks, bounded.
+func TestWalk(t *testing.T) {
+	ws := t.TempDir()
+	for _, d := range []string{".git", "a/b/.git", "bare/objects", "bare/refs", "bare/hooks", "deep/1/2/3/4/5/6/7/8/9/.git", "src"} {
+		os.MkdirAll(filepath.Join(ws, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(ws, "bare/HEAD"), []byte("ref: x\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "bare/config"), nil, 0o644)
+	os.WriteFile(filepath.Join(ws, "src/.envrc"), nil, 0o644)
+	os.Symlink("/etc", filepath.Join(ws, "src/.git"))
+	os.Symlink(ws+"/a", filepath.Join(ws, "link"))
+	d, err := Open(ws, Options{Homes: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	g, _ := ParseGrants([]byte("writable .bashrc\ncreatable .mcp.json\n"))
+	f := Walk(d.File, g, nil)
+	got := map[string]Kind{}
+	for _, e := range f.Entries {
+		got[e.Rel] = e.Kind
+	}
+	want := map[string]Kind{".git": KindDir, "a/b/.git": KindDir, "bare/hooks": KindDir, "bare/config": KindFile,
+		"src/.envrc": KindFile, "src/.git": KindSymlink, ".envrc": KindAbsent, ".vscode": KindAbsent}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: kind %v (found %v), want %v", k, got[k], got, v)
+		}
+	}
+	for _, k := range []string{".bashrc", ".mcp.json", "link/b/.git", "deep/1/2/3/4/5/6/7/8/9/.git"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("%s should not be protected (grant, symlink or depth %d)", k, MaxDepth)
+		}
+	}
+	if !slices.Equal(f.Bare, []string{"bare"}) || f.Truncated != "" {
+		t.Errorf("bare %v truncated %q", f.Bare, f.Truncated)
+	}
+}
+
+// Placeholders: shared, removed by the last release, never a real file.
+func TestPlaceholders(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".bashrc"), []byte("mine\n"), 0o644)
+	d, _ := Open(ws, Options{Homes: []string{}})
+	defer d.Close()
+	r := NewRegistry()
+	f1, rel1, err := r.Acquire(d.File, ".git", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, rel2, _ := r.Acquire(d.File, ".git", true)
+	f3, rel3, _ := r.Acquire(d.File, ".bashrc", false)
+	f4, rel4, _ := r.Acquire(d.File, ".mcp.json", false)
+	for _, f := range []*os.File{f1, f2, f3, f4} {
+		f.Close()
+	}
+	rel1()
+	if _, err := os.Lstat(filepath.Join(ws, ".git")); err != nil {
+		t.Error("placeholder removed while still in use")
+	}
+	rel2()
+	rel3()
+	rel4()
+	ents, _ := os.ReadDir(ws)
+	if len(ents) != 1 || ents[0].Name() != ".bashrc" {
+		t.Errorf("after release: %v", ents)
+	}
+	// A placeholder someone filled is not ours any more: kept.
+	_, rel, _ := r.Acquire(d.File, ".envrc", false)
+	os.Chmod(filepath.Join(ws, ".envrc"), 0o644)
+	rel()
+	if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err != nil {
+		t.Error("a changed placeholder was removed")
+	}
+	// A crashed daemon's leftover is adopted and removed.
+	os.Mkdir(filepath.Join(ws, ".idea"), 0)
+	_, rel, _ = NewRegistry().Acquire(d.File, ".idea", true)
+	rel()
+	if _, err := os.Lstat(filepath.Join(ws, ".idea")); err == nil {
+		t.Error("a leftover placeholder was not removed")
+	}
+}
+
+// issue 11 item 5: what a run changed that runs code on the host.
+func TestSnapshotChanges(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "r/.git/hooks"), 0o755)
+	os.WriteFile(filepath.Join(ws, "r/.git/HEAD"), []byte("ref: x\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "r/.git/config"), []byte("[core]\n\tbare = false\n"), 0o644)
+	d, _ := Open(ws, Options{Homes: []string{}})
+	defer d.Close()
+	g, _ := ParseGrants([]byte("writable .envrc\n"))
+	before := Take(d.File, g, nil)
+	os.WriteFile(filepath.Join(ws, "r/.git/config"), []byte("[core]\n\tbare = false\n\tfsmonitor = /x.sh\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "r/.git/hooks/pre-commit"), []byte("x"), 0o755)
+	os.MkdirAll(filepath.Join(ws, "n/.git"), 0o755)
+	os.WriteFile(filepath.Join(ws, "n/.git/HEAD"), []byte("ref: x\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("x"), 0o644)
+	got := strings.Join(before.Changes(Take(d.File, g, nil), "/workspace"), "\n")
+	for _, want := range []string{"/workspace/r/.git/config: core.fsmonitor set to \"/x.sh\"", "hook /workspace/r/.git/hooks/pre-commit added",
+		"a new repository at /workspace/n/.git", "/workspace/.envrc changed"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	if c := before.Changes(before, "/w"); len(c) != 0 {
+		t.Errorf("no change reported %v", c)
+	}
+}
+
+func TestParseGitConfig(t *testing.T) {
+	b := []byte("[core]\n\tFSMonitor = /a\n[filter \"lfs\"]\n smudge = x\n[Alias]\n st = !sh\n# c\n[bad\nk=v\n[include] path = /p\n")
+	got := ParseGitConfig(b)
+	var keys []string
+	for _, kv := range got {
+		if ExecKey(kv[0]) {
+			keys = append(keys, kv[0]+"="+kv[1])
+		}
+	}
+	want := []string{"core.fsmonitor=/a", "filter.lfs.smudge=x", "alias.st=!sh", "include.path=/p"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("exec keys %q, want %q", keys, want)
+	}
+}
+
+func FuzzParseGitConfig(f *testing.F) {
+	for _, s := range []string{"[core]\n\tfsmonitor = /a\n", "[a \"b\"] k = v\n", "[", "k=v", "[x]\n=\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, kv := range ParseGitConfig(b) {
+			if kv[0] == "" || !strings.Contains(kv[0], ".") || strings.Contains(kv[0], "\n") {
+				t.Fatalf("key %q", kv[0])
+			}
+		}
+	})
+}
+
+// BenchmarkPrepare: what a run start's protected-path work costs on a
+// workspace of 10,000 files and 50 nested repositories (issue 11).
+func BenchmarkPrepare(b *testing.B) {
+	ws := b.TempDir()
+	for i := 0; i < 50; i++ {
+		os.MkdirAll(filepath.Join(ws, "repos", strconv.Itoa(i), ".git", "hooks"), 0o755)
+	}
+	for i := 0; i < 10000; i++ {
+		dir := filepath.Join(ws, "src", strconv.Itoa(i/100), strconv.Itoa(i/10%10))
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), nil, 0o644)
+	}
+	d, err := Open(ws, Options{Homes: []string{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	r := NewRegistry()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f := Walk(d.File, Grants{}, nil)
+		if len(f.Entries) < 50 || f.Truncated != "" {
+			b.Fatalf("found %d, %q", len(f.Entries), f.Truncated)
+		}
+		var rels []func()
+		for _, e := range f.Entries {
+			if !strings.Contains(e.Rel, "/") {
+				pf, rel, err := r.Acquire(d.File, e.Rel, IsDirName(e.Rel))
+				if err != nil {
+					b.Fatal(err)
+				}
+				pf.Close()
+				rels = append(rels, rel)
+			}
+		}
+		for _, rel := range rels {
+			rel()
+		}
+	}
+}
