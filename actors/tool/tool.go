@@ -16,6 +16,7 @@ import (
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/sandbox"
 )
 
 // Actor runs one call.
@@ -132,6 +133,7 @@ func (a *Actor) spawn(c actor.Context) {
 	}
 	v := a.call.View
 	v.Tsh = a.prep.tool == nil // tsh itself runs (list, load, pin, context …)
+	v.Tools = sandbox.AllowedTools // issue 11 item 4: only what the policy allows is visible
 	spec := v.Spec(a.prep.argv, v.ToolEnv())
 	tool := a.prep.tool
 	a.prep.tool = nil // the goroutine owns the checked file from here

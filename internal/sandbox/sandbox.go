@@ -31,6 +31,8 @@ type View struct {
 	// and .d/label, which tsh enforces itself. An agent step or a checked
 	// tool the host runs directly needs neither (fewer mounts, faster start).
 	Tsh bool
+	// Tools says which tool files the view shows (zero: none).
+	Tools ToolView
 }
 
 // Subject is CTX_AGENT_SUBJECT: <uid>:<agent>:<session>.
@@ -98,8 +100,8 @@ func (v View) AgentEnv(step int) map[string]string {
 }
 
 // Spec builds the bwrap spec of the view running argv with env.
-// Visible under /ctx: bin/ and the tool directories (read-only), and the
-// agent object itself for executable agents. The agent home is writable at
+// Visible under /ctx: bin/, the allowed tools when v.Tools says so
+// (read-only), and the agent object itself for executable agents. The agent home is writable at
 // /home/agent; the workspace at /workspace with its .git read-only.
 func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	l := v.Layout
@@ -111,13 +113,17 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 		Dirs:   []string{layout.SandboxRoot, layout.SandboxHome},
 		Mounts: []bwrap.Mount{
 			{Src: l.BinDir(), Dst: layout.SandboxRoot + "/bin", Try: true},
-			{Src: l.ToolDir(), Dst: layout.SandboxRoot + "/tool", Try: true},
-			{Src: l.UserToolDir(), Dst: layout.SandboxRoot + "/home/" + strconv.Itoa(l.UID) + "/tool", Try: true},
 			{Src: home, Dst: layout.SandboxHome, Write: true},
 		},
 		Env:   env,
 		Chdir: v.WorkDir(),
 		Argv:  argv,
+	}
+	if v.Tools == AllowedTools { // issue 11 item 4: the view is the authority
+		tmpfs, mounts, remount := toolMounts(l, v.Def)
+		s.Tmpfs = append(s.Tmpfs, tmpfs...)
+		s.Mounts = append(s.Mounts, mounts...)
+		s.RemountRO = append(s.RemountRO, remount...)
 	}
 	if v.Def.Kind == agentdef.KindExec {
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: v.Def.Object, Dst: v.AgentPath()})
