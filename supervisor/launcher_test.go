@@ -36,10 +36,10 @@ func sleeper(t *testing.T) terminal.LaunchSpec {
 			return []string{"/bin/sh", "-c", script}, nil
 		},
 		HoldFIFO: filepath.Join(t.TempDir(), "hold.fifo"),
-		Unit:    "test.service",
-		Log:     filepath.Join(t.TempDir(), "log"),
-		Ident:   launchroot.Identity{UID: os.Getuid(), Agent: "a", Session: "s", Run: "term-0000000000000000"},
-		Receipt: terminal.Receipt{Kind: terminal.KindLaunch, Agent: "a", Session: "s", Generation: 1},
+		Unit:     "test.service",
+		Log:      filepath.Join(t.TempDir(), "log"),
+		Ident:    launchroot.Identity{UID: os.Getuid(), Agent: "a", Session: "s", Run: "term-0000000000000000"},
+		Receipt:  terminal.Receipt{Kind: terminal.KindLaunch, Agent: "a", Session: "s", Generation: 1},
 	}
 }
 

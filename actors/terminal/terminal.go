@@ -375,9 +375,9 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 			return Command(l, agent, session, bw, spec, h)
 		},
 		HoldFIFO: filepath.Join(filepath.Dir(sock), "hold.fifo"),
-		Unit:  UnitName(l, agent, session, gen),
-		Log:   filepath.Join(filepath.Dir(filepath.Dir(sock)), session+".log"),
-		Ident: launchroot.Identity{UID: l.UID, Agent: agent, Session: session, Run: id},
+		Unit:     UnitName(l, agent, session, gen),
+		Log:      filepath.Join(filepath.Dir(filepath.Dir(sock)), session+".log"),
+		Ident:    launchroot.Identity{UID: l.UID, Agent: agent, Session: session, Run: id},
 		Receipt: Receipt{Kind: KindLaunch, Role: "terminal", UID: l.UID, Socket: sock, ABISocket: abi,
 			Agent: agent, Session: session, Generation: gen, Terminal: id, Workspace: workspace},
 	}

@@ -115,7 +115,7 @@ func authorize(cfg *config.Config, call Call, target string) (*toolpath.Tool, *R
 		return deny(LayerMount, t.Dir+" is on CTX_PATH but not mounted in the sandbox (only tool/ and home/<uid>/tool/ are)")
 	}
 	d := sandbox.DecideTool(def, t.Dir, target) // the same verdict decides what the view shows
-	if !d.Allowed { // spec: V3 — both policy layers must allow
+	if !d.Allowed {                             // spec: V3 — both policy layers must allow
 		t.Close()
 		return deny(d.Layer, d.Reason)
 	}

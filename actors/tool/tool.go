@@ -132,7 +132,7 @@ func (a *Actor) spawn(c actor.Context) {
 		}
 	}
 	v := a.call.View
-	v.Tsh = a.prep.tool == nil // tsh itself runs (list, load, pin, context …)
+	v.Tsh = a.prep.tool == nil     // tsh itself runs (list, load, pin, context …)
 	v.Tools = sandbox.AllowedTools // issue 11 item 4: only what the policy allows is visible
 	spec := v.Spec(a.prep.argv, v.ToolEnv())
 	tool := a.prep.tool
