@@ -63,9 +63,9 @@ func TestSystemdLauncher(t *testing.T) {
 			return []string{"/bin/sh", "-c", "head -c1 <" + h.FIFO + " >/dev/null || exit 125; sh -c 'trap \"\" HUP TERM; exec sleep 1000' & exec sleep 1000"}, nil
 		},
 		HoldFIFO: l.Runtime + "/hold.fifo",
-		Unit:    unit,
-		Ident:   launchroot.Identity{UID: l.UID, Agent: "a", Session: "s", Run: "term-0123456789abcdef"},
-		Receipt: terminal.Receipt{Kind: terminal.KindLaunch, Role: "terminal", UID: l.UID, Agent: "a", Session: "s", Generation: 1, Terminal: "term-0123456789abcdef"},
+		Unit:     unit,
+		Ident:    launchroot.Identity{UID: l.UID, Agent: "a", Session: "s", Run: "term-0123456789abcdef"},
+		Receipt:  terminal.Receipt{Kind: terminal.KindLaunch, Role: "terminal", UID: l.UID, Agent: "a", Session: "s", Generation: 1, Terminal: "term-0123456789abcdef"},
 	}
 	t0 := time.Now()
 	r, err := la.Start(context.Background(), spec)
