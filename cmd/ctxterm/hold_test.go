@@ -86,3 +86,28 @@ func TestHold(t *testing.T) {
 		t.Error("the program ran although the hold was never released")
 	}
 }
+
+// The seccomp seam: with a filter, bwrap (argv[0]) gets --seccomp 3 and the
+// filter as its first extra file; without one the argv is unchanged.
+func TestSandboxArgvSeccomp(t *testing.T) {
+	argv := []string{"/usr/bin/bwrap", "--unshare-pid", "--", "/ctx/bin/tsh"}
+	got, files, err := sandboxArgv(argv)
+	if err != nil || len(files) != 0 || len(got) != len(argv) {
+		t.Fatalf("no filter: %v %v %v", got, files, err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "bpf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	seccompFile = func() (*os.File, error) { return f, nil }
+	defer func() { seccompFile = nil }()
+	got, files, err = sandboxArgv(argv)
+	if err != nil || len(files) != 1 || files[0] != f || len(got) != len(argv)+2 || got[0] != argv[0] || got[1] != "--seccomp" || got[2] != "3" {
+		t.Fatalf("with a filter: %v %v %v", got, files, err)
+	}
+	seccompFile = func() (*os.File, error) { return nil, errors.New("no filter") }
+	if _, _, err := sandboxArgv(argv); err == nil {
+		t.Error("a filter error was ignored (must fail closed)")
+	}
+}
