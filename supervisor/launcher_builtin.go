@@ -20,9 +20,9 @@ import (
 )
 
 // BuiltinLauncher starts terminals itself where no systemd user manager
-// answers. The process runs in its own session (Setsid), with no
-// PR_SET_PDEATHSIG and bwrap without --die-with-parent: like a unit, it
-// outlives a daemon restart. The daemon that started it reaps it; a later
+// answers. The process — ctxterm, on the host; its bwrap dies with it —
+// runs in its own session (Setsid), with no PR_SET_PDEATHSIG: like a unit,
+// it outlives a daemon restart. The daemon that started it reaps it; a later
 // daemon adopts it from its launch receipt (pid + start time + boot id)
 // and watches it through a pidfd (its exit status then comes from
 // ctxterm's own "exited" event). Where neither exists it would be

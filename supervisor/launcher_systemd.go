@@ -23,8 +23,9 @@ import (
 // user's systemd manager (T1: the equivalent of `systemd-run --user`):
 // KillMode=control-group, SendSIGHUP=yes (an interactive shell ignores
 // SIGTERM), unit and invocation id recorded; stop goes through the manager.
-// The unit is its own parent, so the terminal outlives the daemon, and
-// bwrap keeps --die-with-parent (its parent is the manager).
+// The unit's main process is ctxterm (on the host), the parent of the
+// terminal's bwrap, which keeps --die-with-parent; the unit outlives the
+// daemon.
 //
 // The manager is reached through a UnitManager. The default one drives
 // systemd-run and systemctl, which speak D-Bus to the manager: go-systemd's
