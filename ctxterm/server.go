@@ -51,6 +51,9 @@ type Config struct {
 	Argv   []string // the program and its arguments
 	Dir    string   // working directory of the program ("" = ours)
 	Env    []string // environment of the program (nil = ours)
+	// ExtraFiles are handed to the program as descriptors 3, 4, … (e.g.
+	// a seccomp filter for bwrap).
+	ExtraFiles []*os.File
 
 	Cols, Rows  int   // initial PTY size (0 = 80x24)
 	Scrollback  int   // replay buffer in bytes (0 = DefaultScrollback)
@@ -233,6 +236,7 @@ func (s *Server) start() error {
 	cmd.Dir = s.cfg.Dir
 	cmd.Env = s.cfg.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.ExtraFiles = s.cfg.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
 	if err := cmd.Start(); err != nil {
 		ptm.Close()

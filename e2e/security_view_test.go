@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// TestSecurityViewIsTheAuthority: a tool the agent's policy denies is not
+// TestSecurityViewHidesDeniedTools: a tool the agent's policy denies is not
 // in a tool process's view (so it cannot be run around tsh and the host's
 // checks), while allowed ones are; an agent step sees no tool files at all
 // and cannot exec one by path. issue 11 item 4
-func TestSecurityViewIsTheAuthority(t *testing.T) {
+func TestSecurityViewHidesDeniedTools(t *testing.T) {
 	w := newWorld(t)
 	w.start()
 	attack, _ := os.ReadFile(binDir + "/attack")

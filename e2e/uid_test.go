@@ -43,7 +43,7 @@ func TestSocketPeerCredentials(t *testing.T) {
 	w := newWorld(t)
 	base := filepath.Dir(w.root)
 	os.Chmod(binDir, 0o755)
-	w.agent("own", nil) // created by root: hand the tree to the user
+	w.agent("own", nil)                 // created by root: hand the tree to the user
 	work := filepath.Join(base, "work") // the user's HOME is base: a workspace there would be refused
 	for _, p := range []string{base, w.root, work} {
 		os.MkdirAll(p, 0o755)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,9 +20,9 @@ import (
 )
 
 // BuiltinLauncher starts terminals itself where no systemd user manager
-// answers. The process runs in its own session (Setsid), with no
-// PR_SET_PDEATHSIG and bwrap without --die-with-parent: like a unit, it
-// outlives a daemon restart. The daemon that started it reaps it; a later
+// answers. The process — ctxterm, on the host; its bwrap dies with it —
+// runs in its own session (Setsid), with no PR_SET_PDEATHSIG: like a unit,
+// it outlives a daemon restart. The daemon that started it reaps it; a later
 // daemon adopts it from its launch receipt (pid + start time + boot id)
 // and watches it through a pidfd (its exit status then comes from
 // ctxterm's own "exited" event). Where neither exists it would be
@@ -54,8 +53,9 @@ func NewBuiltinLauncher(roots *launchroot.Registry, log *slog.Logger) *BuiltinLa
 // Name is "builtin".
 func (b *BuiltinLauncher) Name() string { return LauncherBuiltin }
 
-// Start starts the terminal under --block-fd, registers its launch root
-// (U2), then lets it run. spec: T1 L2
+// Start starts the terminal holding on a pipe (ctxterm --hold-fd), registers
+// its launch root (U2) — ctxterm, the host of the sandbox — then lets it
+// run. spec: T1 L2 U2
 func (b *BuiltinLauncher) Start(ctx context.Context, s terminal.LaunchSpec) (terminal.Receipt, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -63,7 +63,7 @@ func (b *BuiltinLauncher) Start(ctx context.Context, s terminal.LaunchSpec) (ter
 	}
 	defer pr.Close()
 	defer pw.Close()
-	argv, err := s.Command(3) // ExtraFiles[0]
+	argv, err := s.Command(terminal.Hold{FD: 3}) // ExtraFiles[0]
 	if err != nil {
 		return terminal.Receipt{}, fmt.Errorf("builtin launcher: %w", err)
 	}
@@ -198,28 +198,14 @@ func (b *BuiltinLauncher) Wait(ctx context.Context, r terminal.Receipt) (termina
 	return terminal.Exit{At: time.Now(), Reason: "gone (not our child: status in ctxterm's exited event)"}, nil
 }
 
-// Stop hangs up ctxterm (SIGHUP: it hangs up the PTY, records "exited" and
-// exits), then SIGKILLs the sandbox after the grace period.
+// Stop hangs up ctxterm, the receipt's process (SIGHUP: it hangs up the
+// PTY, records "exited" and exits; its sandbox dies with it), then SIGKILLs
+// whatever is left after the grace period.
 func (b *BuiltinLauncher) Stop(ctx context.Context, r terminal.Receipt, grace time.Duration) error {
 	if !terminal.Alive(r) {
 		return nil // Wait reports it
 	}
-	desc := proc.Descendants(r.PID)
-	hup := 0
-	for _, pid := range desc {
-		if st, err := procstat.Read(pid); err == nil && strings.HasPrefix(st.Comm, "ctxterm") {
-			_ = unix.Kill(pid, unix.SIGHUP)
-			hup++
-		}
-	}
-	if hup == 0 {
-		for _, pid := range desc {
-			_ = unix.Kill(pid, unix.SIGHUP)
-		}
-	}
-	if len(desc) == 0 { // not a sandbox: hang up the program itself
-		_ = signalPinned(r, unix.SIGHUP)
-	}
+	_ = signalPinned(r, unix.SIGHUP)
 	go func() {
 		wctx, cancel := context.WithTimeout(context.Background(), stopGrace(grace))
 		defer cancel()

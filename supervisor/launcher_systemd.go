@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -22,8 +23,9 @@ import (
 // user's systemd manager (T1: the equivalent of `systemd-run --user`):
 // KillMode=control-group, SendSIGHUP=yes (an interactive shell ignores
 // SIGTERM), unit and invocation id recorded; stop goes through the manager.
-// The unit is its own parent, so the terminal outlives the daemon, and
-// bwrap keeps --die-with-parent (its parent is the manager).
+// The unit's main process is ctxterm (on the host), the parent of the
+// terminal's bwrap, which keeps --die-with-parent; the unit outlives the
+// daemon.
 //
 // The manager is reached through a UnitManager. The default one drives
 // systemd-run and systemctl, which speak D-Bus to the manager: go-systemd's
@@ -84,12 +86,21 @@ func NewSystemdLauncherWith(ctx context.Context, m UnitManager, roots *launchroo
 // Name is "systemd".
 func (s *SystemdLauncher) Name() string { return LauncherSystemd }
 
-// Start starts the unit, reads its main pid and invocation id, and
-// registers the launch root. The manager cannot hand bwrap a --block-fd
-// descriptor, so the root is registered right after the start: a control
-// socket request in the first milliseconds is refused (fails closed). spec: T1 L2 U2
+// Start starts the unit, reads its main pid and invocation id, registers
+// the launch root, and only then releases the unit: its first process,
+// ctxterm, waits on a FIFO in the runtime directory (--hold) before it
+// starts anything, and the daemon writes to that FIFO after the
+// registration. The manager cannot hand the unit a descriptor, hence the
+// FIFO instead of the built-in launcher's pipe. spec: T1 L2 U2; issue 16 item 18
 func (s *SystemdLauncher) Start(ctx context.Context, ls terminal.LaunchSpec) (terminal.Receipt, error) {
-	argv, err := ls.Command(0)
+	if ls.HoldFIFO == "" {
+		return terminal.Receipt{}, errors.New("systemd launcher: no hold FIFO")
+	}
+	if err := makeHoldFIFO(ls.HoldFIFO); err != nil {
+		return terminal.Receipt{}, fmt.Errorf("systemd launcher: %w", err)
+	}
+	defer os.Remove(ls.HoldFIFO)
+	argv, err := ls.Command(terminal.Hold{FIFO: ls.HoldFIFO})
 	if err != nil {
 		return terminal.Receipt{}, fmt.Errorf("systemd launcher: %w", err)
 	}
@@ -102,33 +113,38 @@ func (s *SystemdLauncher) Start(ctx context.Context, ls terminal.LaunchSpec) (te
 	if err := s.m.StartTransient(ctx, ls.Unit, props, argv); err != nil {
 		return terminal.Receipt{}, fmt.Errorf("systemd launcher: start %s: %w", ls.Unit, err)
 	}
-	info, err := s.m.Show(ctx, ls.Unit)
-	if err != nil {
+	fail := func(err error) (terminal.Receipt, error) {
 		_ = s.m.Stop(context.Background(), ls.Unit)
 		return terminal.Receipt{}, fmt.Errorf("systemd launcher: %s: %w", ls.Unit, err)
+	}
+	info, err := s.m.Show(ctx, ls.Unit)
+	if err != nil {
+		return fail(err)
 	}
 	pid, _ := strconv.Atoi(info["MainPID"])
 	st, err := procstat.Read(pid)
 	if err != nil || pid <= 0 {
-		_ = s.m.Stop(context.Background(), ls.Unit)
-		return terminal.Receipt{}, fmt.Errorf("systemd launcher: %s: main pid %q: exited at once (see journalctl --user -u %s)", ls.Unit, info["MainPID"], ls.Unit)
+		return fail(fmt.Errorf("main pid %q: exited at once (see journalctl --user -u %s)", info["MainPID"], ls.Unit))
 	}
 	boot, err := procstat.BootID()
 	if err != nil {
-		_ = s.m.Stop(context.Background(), ls.Unit)
-		return terminal.Receipt{}, err
-	}
-	if s.roots != nil {
-		release, err := s.roots.Register(pid, ls.Ident)
-		if err != nil {
-			_ = s.m.Stop(context.Background(), ls.Unit)
-			return terminal.Receipt{}, fmt.Errorf("systemd launcher: %w", err)
-		}
-		s.keep(pid, release)
+		return fail(err)
 	}
 	r := ls.Receipt
 	r.Launcher, r.Unit, r.Invocation = LauncherSystemd, ls.Unit, info["InvocationID"]
 	r.PID, r.StartTime, r.BootID = pid, st.StartTime, boot
+	release := func() {}
+	if s.roots != nil {
+		// spec: U2 — recorded first (pid and start time, pinned), then released.
+		if release, err = s.roots.Register(pid, ls.Ident); err != nil {
+			return fail(err)
+		}
+	}
+	if err := releaseHoldFIFO(ls.HoldFIFO, func() bool { return terminal.Alive(r) }, holdTimeout); err != nil {
+		release()
+		return fail(err)
+	}
+	s.keep(pid, release)
 	return r, nil
 }
 

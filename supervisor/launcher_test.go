@@ -15,6 +15,7 @@ import (
 
 	"github.com/cortexfs/ctx/actors/terminal"
 	"github.com/cortexfs/ctx/internal/launchroot"
+	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/procstat"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -24,17 +25,21 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // sleeper is a LaunchSpec whose program waits for the block fd, then sleeps.
 func sleeper(t *testing.T) terminal.LaunchSpec {
 	return terminal.LaunchSpec{
-		Command: func(blockFD int) ([]string, error) {
+		Command: func(h terminal.Hold) ([]string, error) {
 			script := "exec sleep 60"
-			if blockFD > 0 {
-				script = "head -c1 <&" + strconv.Itoa(blockFD) + " >/dev/null; exec sleep 60"
+			switch {
+			case h.FD > 0:
+				script = "head -c1 <&" + strconv.Itoa(h.FD) + " >/dev/null; exec sleep 60"
+			case h.FIFO != "":
+				script = "head -c1 <" + h.FIFO + " >/dev/null; exec sleep 60"
 			}
 			return []string{"/bin/sh", "-c", script}, nil
 		},
-		Unit:    "test.service",
-		Log:     filepath.Join(t.TempDir(), "log"),
-		Ident:   launchroot.Identity{UID: os.Getuid(), Agent: "a", Session: "s", Run: "term-0000000000000000"},
-		Receipt: terminal.Receipt{Kind: terminal.KindLaunch, Agent: "a", Session: "s", Generation: 1},
+		HoldFIFO: filepath.Join(t.TempDir(), "hold.fifo"),
+		Unit:     "test.service",
+		Log:      filepath.Join(t.TempDir(), "log"),
+		Ident:    launchroot.Identity{UID: os.Getuid(), Agent: "a", Session: "s", Run: "term-0000000000000000"},
+		Receipt:  terminal.Receipt{Kind: terminal.KindLaunch, Agent: "a", Session: "s", Generation: 1},
 	}
 }
 
@@ -131,11 +136,12 @@ type fakeManager struct {
 	b       *BuiltinLauncher
 	recs    map[string]terminal.Receipt
 	pingErr error
+	onShow  func(pid int) // called before Show answers
 }
 
 func (m *fakeManager) Ping(context.Context) error { return m.pingErr }
 func (m *fakeManager) StartTransient(ctx context.Context, name string, props, argv []string) error {
-	r, err := m.b.Start(ctx, terminal.LaunchSpec{Command: func(int) ([]string, error) { return argv, nil }, Log: os.DevNull})
+	r, err := m.b.Start(ctx, terminal.LaunchSpec{Command: func(terminal.Hold) ([]string, error) { return argv, nil }, Log: os.DevNull})
 	if err != nil {
 		return err
 	}
@@ -150,6 +156,9 @@ func (m *fakeManager) Show(ctx context.Context, name string) (map[string]string,
 	m.mu.Unlock()
 	if !ok {
 		return nil, errors.New("not found")
+	}
+	if m.onShow != nil {
+		m.onShow(r.PID)
 	}
 	state := "inactive"
 	if terminal.Alive(r) {
@@ -172,15 +181,41 @@ func TestSystemdLauncherWithManager(t *testing.T) {
 	if _, err := NewSystemdLauncherWith(context.Background(), &fakeManager{pingErr: errors.New("no bus")}, nil, quiet); err == nil {
 		t.Error("a manager that does not answer was accepted")
 	}
-	s, err := NewSystemdLauncherWith(context.Background(), m, nil, quiet)
+	roots, err := launchroot.New(os.Getuid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Start(context.Background(), sleeper(t))
+	s, err := NewSystemdLauncherWith(context.Background(), m, roots, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// spec: U2, issue 16 item 18 — the unit's program waits on the hold
+	// FIFO until the launch root is registered: while the launcher reads
+	// the unit (before it registers) the program has not gone past it.
+	var held bool
+	m.onShow = func(pid int) {
+		if len(roots.Entries()) > 0 {
+			return // a later Show (adoption)
+		}
+		time.Sleep(200 * time.Millisecond)
+		held = !runsSleep(pid)
+	}
+	sp := sleeper(t)
+	r, err := s.Start(context.Background(), sp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer killTree(r.PID)
+	if !held {
+		t.Error("the unit's program ran before its launch root was registered")
+	}
+	if e := roots.Entries(); len(e) != 1 || e[0].PID != r.PID {
+		t.Errorf("launch roots: %+v", e)
+	}
+	waitFor(t, "the program past the hold", func() bool { return runsSleep(r.PID) })
+	if _, err := os.Stat(sp.HoldFIFO); err == nil {
+		t.Error("the hold FIFO was left behind")
+	}
 	if r.Launcher != LauncherSystemd || r.Unit != "test.service" || r.Invocation != "inv-test.service" || !terminal.Alive(r) {
 		t.Errorf("receipt: %+v", r)
 	}
@@ -249,4 +284,24 @@ func unixGetsid(pid int) (int, error) {
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return strconv.Atoi(f[3]) // field 6: session
+}
+
+// runsSleep says whether pid or a descendant has exec'd sleep (the sleeper
+// got past its hold).
+func runsSleep(pid int) bool {
+	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
+		if st, err := procstat.Read(p); err == nil && st.Comm == "sleep" {
+			return true
+		}
+	}
+	return false
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }

@@ -38,6 +38,9 @@ type fdExecer struct{}
 var _ Execer = fdExecer{}
 
 func (fdExecer) Replace(t *toolpath.Tool, argv, env []string) error {
+	if !interactive(t) {
+		detach() // issue 11 item 5: no controlling terminal to inject into
+	}
 	fd := int(t.File.Fd())
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 		return fmt.Errorf("clear close-on-exec: %w", err)
@@ -77,12 +80,41 @@ func (fdExecer) Run(t *toolpath.Tool, argv, env []string, stdin io.Reader, stdou
 		Stderr:     stderr,
 		ExtraFiles: []*os.File{t.File},
 	}
-	// The tool shares the terminal's foreground group: ^C reaches it, and
-	// tsh ignores the signal while it waits.
+	// issue 11 item 5: a tool that did not declare itself interactive runs
+	// in a new session without a controlling terminal (no TIOCSTI into the
+	// shell's input, kill(0) reaches only its own group); tsh passes ^C and
+	// ^\ on to it. An interactive one shares the terminal's foreground
+	// group: ^C reaches it, and tsh ignores the signal while it waits.
+	detached := !interactive(t)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: detached}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGQUIT)
 	defer signal.Stop(sig)
-	err := cmd.Run()
+	err := trackChild(func() (int, error) {
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		return cmd.Process.Pid, nil
+	})
+	if err == nil {
+		pid := cmd.Process.Pid
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case s := <-sig:
+					if detached {
+						_ = syscall.Kill(-pid, s.(syscall.Signal))
+					}
+				case <-stop:
+					return
+				}
+			}
+		}()
+		err = cmd.Wait()
+		close(stop)
+		untrackChild(pid)
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

@@ -207,7 +207,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		a.log.Warn("session snapshots not written (the run goes on)", "err", m.prep.SnapshotErr) // R5
 	}
 	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Scope: a.spec.Scope, Run: a.spec.RunID,
-		Tools:     sandbox.ToolsNone, // issue 11 item 4: an agent step acts only through tool_call
+		Tools:     sandbox.NoTools, // issue 11 item 4: an agent step acts only through tool_call
 		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd, Placeholders: a.cfg.Placeholders, Log: a.log}
 	a.audit = m.audit
 	if a.spec.Op == ipc.OpTsh {

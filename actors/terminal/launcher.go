@@ -41,12 +41,15 @@ var ErrNotRunning = errors.New("no live terminal")
 
 // LaunchSpec is what a launcher starts.
 type LaunchSpec struct {
-	// Command returns the argv to run (argv[0] absolute). blockFD, when not
-	// 0, is the descriptor the program must read one byte from before it
-	// runs anything (bwrap --block-fd): the built-in launcher registers the
-	// launch root in between (U2). A launcher that cannot pass descriptors
-	// (systemd) passes 0 and registers right after the start.
-	Command func(blockFD int) ([]string, error)
+	// Command returns the argv to run (argv[0] absolute), made to wait as
+	// hold says until the launcher has registered the launch root (U2):
+	// the built-in launcher passes a descriptor of a pipe (Hold.FD), the
+	// systemd launcher the FIFO HoldFIFO (Hold.FIFO). Either way nothing of
+	// the sandbox runs before the registration.
+	Command func(hold Hold) ([]string, error)
+	// HoldFIFO is where the systemd launcher creates the FIFO it releases
+	// the unit through (in the runtime directory, never in a sandbox's view).
+	HoldFIFO string
 	// Unit is the unit name (systemd) and the log name (built-in).
 	Unit string
 	// Log is the file the built-in launcher sends the process's output to.

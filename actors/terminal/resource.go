@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -19,21 +21,13 @@ import (
 	"github.com/cortexfs/ctx/internal/termres"
 )
 
-// Paths inside the terminal's sandbox.
-const (
-	// SandboxSocketDir is where $CTX_RUNTIME_DIR/terminal/<agent>/<session>
-	// is bound (read-write), so the socket ctxterm creates there is the real
-	// socket on the host (T3).
-	SandboxSocketDir = "/run/cortexfs/terminal"
-	SandboxSocket    = SandboxSocketDir + "/main.sock"
-	// SandboxEvents is the resource's events.jsonl, bound read-write for
-	// ctxterm's --events (attached, detached, resized, exited).
-	SandboxEvents = "/run/cortexfs/terminal.events.jsonl"
-	// Program is what the terminal runs (T1).
-	Program = layout.SandboxRoot + "/bin/tsh"
-	// Server is the PTY server inside the sandbox (T2).
-	Server = layout.SandboxRoot + "/bin/ctxterm"
-)
+// Program is what the terminal runs inside its sandbox (T1).
+const Program = layout.SandboxRoot + "/bin/tsh"
+
+// HistoryTail bounds how much of the resource's events.jsonl the daemon
+// reads: the last HistoryTail bytes (issue 16 item 17). The file grows with
+// every attach, detach and resize and is never read whole.
+const HistoryTail = 1 << 20
 
 // Event types the daemon adds to the resource's events.jsonl (besides
 // termres.Created); ctxterm writes the attach/detach/resize/exit ones.
@@ -62,23 +56,60 @@ func Env(v sandbox.View) map[string]string {
 	return env
 }
 
-// Spec is the bwrap view of a terminal: the agent's view (sandbox.View:
-// /ctx, /home/agent, the session) with workspace bound writable at
-// /workspace (.git read-only), the terminal started there, plus the socket
-// directory and the events file. outlive drops --die-with-parent (the
-// built-in launcher: the terminal survives a daemon restart). spec: B1 B2 T1
-func Spec(l layout.Layout, def *agentdef.Def, session, id, workspace string, outlive bool) bwrap.Spec {
+// Spec is the bwrap view of a terminal's shell: the agent's view
+// (sandbox.View: /ctx with only the allowed tools, /home/agent, the
+// session) with workspace bound writable at /workspace (.git read-only),
+// tsh started there. Neither the socket nor events.jsonl is in the view:
+// ctxterm serves and records them from the host (issue 11 item 5, issue 16
+// item 17). The shell keeps its session and controlling terminal (no
+// --new-session: tsh moves what it runs to a new session) and runs as PID 1
+// of the sandbox (kill(-1) from inside never reaches it), and bwrap dies
+// with ctxterm, its parent. spec: B1 B2 T1
+func Spec(l layout.Layout, def *agentdef.Def, session, id, workspace string) bwrap.Spec {
 	v := sandbox.View{Layout: l, Def: def, Session: session, Scope: layout.ScopePrivate, Run: id, Tsh: true,
-		Workspace: workspace, Cwd: layout.SandboxWorkspace}
-	argv := []string{Server, "--listen", SandboxSocket, "--events", SandboxEvents, "--seccomp", "--", Program}
-	s := v.Spec(argv, Env(v))
-	s.MountsAfter = append(s.MountsAfter,
-		bwrap.Mount{Src: filepath.Dir(l.RuntimeTerminalSocket(def.Name, session)), Dst: SandboxSocketDir, Write: true},
-		bwrap.Mount{Src: filepath.Join(l.TerminalDir(def.Name, session), termres.EventsFile), Dst: SandboxEvents, Write: true},
-	)
+		Tools: sandbox.AllowedTools, Workspace: workspace, Cwd: layout.SandboxWorkspace}
+	s := v.Spec([]string{Program}, Env(v))
 	s.Chdir = layout.SandboxWorkspace // spec: B1, D6
-	s.OutliveParent = outlive
+	s.SharedSession = true            // issue 11 item 5: the shell needs its controlling terminal
+	s.AsPID1 = true                   // issue 11 item 5: kill(-1)/kill(0) from a tool miss the shell
 	return s
+}
+
+// Hold is how a started terminal waits, before anything of its sandbox
+// runs, until the daemon has registered its launch root (U2): ctxterm
+// reads one byte from descriptor FD (the built-in launcher's pipe) or from
+// the FIFO at path FIFO (the systemd launcher, which cannot hand a unit a
+// descriptor). An EOF, a timeout or an error ends ctxterm before it starts
+// anything (fails closed).
+type Hold struct {
+	FD   int
+	FIFO string
+}
+
+// Command is a terminal's argv: ctxterm on the host — it holds the PTY
+// master, serves the socket and writes the resource's events.jsonl — running
+// bwrap (bwrapPath with s), which runs tsh. Only the shell and what it runs
+// are inside the sandbox. spec: T1 T2 T5; issue 11 item 5
+func Command(l layout.Layout, agent, session, bwrapPath string, s bwrap.Spec, h Hold) ([]string, error) {
+	if h.FD > 0 && h.FIFO != "" {
+		return nil, errors.New("terminal: a hold descriptor and a hold FIFO")
+	}
+	args, err := s.Args()
+	if err != nil {
+		return nil, err
+	}
+	argv := []string{filepath.Join(l.BinDir(), "ctxterm"),
+		"--listen", l.RuntimeTerminalSocket(agent, session),
+		"--events", filepath.Join(l.TerminalDir(agent, session), termres.EventsFile),
+		"--sandboxed"}
+	switch {
+	case h.FD > 0:
+		argv = append(argv, "--hold-fd", strconv.Itoa(h.FD))
+	case h.FIFO != "":
+		argv = append(argv, "--hold", h.FIFO)
+	}
+	argv = append(argv, "--", bwrapPath)
+	return append(argv, args...), nil
 }
 
 // daemonEvent is a line the daemon appends to the resource's events.jsonl;
@@ -124,11 +155,14 @@ type history struct {
 	lastStatus     *int
 }
 
+// readHistory reads the last HistoryTail bytes of events.jsonl (a first
+// line cut by the tail is skipped). Generations started before the tail
+// are also known from the cleanup receipt (see launch).
 func readHistory(dir string) history {
 	var h history
-	b, _ := os.ReadFile(filepath.Join(dir, termres.EventsFile))
+	b, _ := readTail(filepath.Join(dir, termres.EventsFile), HistoryTail)
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), HistoryTail)
 	for sc.Scan() {
 		var ev daemonEvent
 		if json.Unmarshal(sc.Bytes(), &ev) != nil {
@@ -148,6 +182,37 @@ func readHistory(dir string) history {
 		}
 	}
 	return h
+}
+
+// readTail returns at most limit bytes from the end of the file at path,
+// starting after a line break when the file is longer (never a cut line).
+// The final component is not followed; only a regular file is read.
+func readTail(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	off := max(st.Size()-limit, 0)
+	b, err := io.ReadAll(io.NewSectionReader(f, off, limit))
+	if err != nil {
+		return nil, err
+	}
+	if off > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return nil, nil
+		}
+		b = b[i+1:]
+	}
+	return b, nil
 }
 
 // Status is what `ctx terminal status` shows of one resource.

@@ -12,8 +12,8 @@ import (
 // its read-only bind is skipped) plants terminal/id and a RELATIVE symlink
 // terminal/events.jsonl -> ../../../../../../../agent/a.d/mount. The next
 // `ctx agent start` creates the target through the link and binds it
-// read-write into the terminal sandbox at /run/cortexfs/terminal.events.jsonl.
-// spec: T5 X7
+// read-write into the terminal sandbox. Today events.jsonl is never bound
+// (ctxterm writes it from the host). spec: T5 X7; issue 16 item 17
 func TestTerminalEventsSymlinkRefused(t *testing.T) {
 	w := newWorld(t)
 	f := newFake()
@@ -42,8 +42,8 @@ func TestTerminalEventsSymlinkRefused(t *testing.T) {
 		t.Errorf("launch created %s through the planted symlink", target)
 	}
 	args := strings.Join(f.argv, " ")
-	if strings.Contains(args, "--bind "+filepath.Join(dir, "events.jsonl")+" "+SandboxEvents) {
-		t.Errorf("bwrap binds the planted symlink read-write into the terminal sandbox (bwrap follows it to %s):\n%s", target, args)
+	if strings.Contains(args, filepath.Join(dir, "events.jsonl")+" /") {
+		t.Errorf("bwrap binds the planted symlink into the terminal sandbox (bwrap follows it to %s):\n%s", target, args)
 	}
 	b, _ := os.ReadFile(target)
 	t.Logf(".d/mount now holds: %q", b)

@@ -1,6 +1,6 @@
 // Package terminal is the actor of one terminal resource (runtime.md T1–T5,
 // L2, L3, L5): it starts the agent's persistent terminal through a Launcher
-// (bwrap → ctxterm → tsh), writes the launch and cleanup receipts and the
+// (ctxterm on the host → bwrap → tsh), writes the launch and cleanup receipts and the
 // daemon's events, watches the process, stops it on request, and re-adopts
 // it from its receipt after a daemon restart. The terminal outlives the
 // actor: stopping the actor (daemon shutdown) leaves the process running.
@@ -368,21 +368,16 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	if err := os.Symlink(sock, abi); err != nil && !errors.Is(err, os.ErrExist) {
 		return Receipt{}, fmt.Errorf("terminal ABI socket link: %w", err)
 	}
-	spec := Spec(l, def, session, id, workspace, launcher.Name() != "systemd")
+	spec := Spec(l, def, session, id, workspace)
 	bw := cfg.Bwrap
 	ls := LaunchSpec{
-		Command: func(blockFD int) ([]string, error) {
-			s := spec
-			s.BlockFD = blockFD
-			args, err := s.Args()
-			if err != nil {
-				return nil, err
-			}
-			return append([]string{bw}, args...), nil
+		Command: func(h Hold) ([]string, error) {
+			return Command(l, agent, session, bw, spec, h)
 		},
-		Unit:  UnitName(l, agent, session, gen),
-		Log:   filepath.Join(filepath.Dir(filepath.Dir(sock)), session+".log"),
-		Ident: launchroot.Identity{UID: l.UID, Agent: agent, Session: session, Run: id},
+		HoldFIFO: filepath.Join(filepath.Dir(sock), "hold.fifo"),
+		Unit:     UnitName(l, agent, session, gen),
+		Log:      filepath.Join(filepath.Dir(filepath.Dir(sock)), session+".log"),
+		Ident:    launchroot.Identity{UID: l.UID, Agent: agent, Session: session, Run: id},
 		Receipt: Receipt{Kind: KindLaunch, Role: "terminal", UID: l.UID, Socket: sock, ABISocket: abi,
 			Agent: agent, Session: session, Generation: gen, Terminal: id, Workspace: workspace},
 	}
@@ -437,7 +432,7 @@ func recordEnd(l layout.Layout, rec Receipt, reason string, ex Exit) Receipt {
 }
 
 // touch creates p if needed; p must be a regular file, never a symlink
-// (it is bound read-write into the terminal's sandbox).
+// (ctxterm appends to it from the host).
 func touch(p string) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {

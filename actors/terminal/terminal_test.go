@@ -49,7 +49,7 @@ func newFake() *fakeLauncher { return &fakeLauncher{procs: map[int]*fakeProc{}} 
 func (f *fakeLauncher) Name() string { return "fake" }
 
 func (f *fakeLauncher) Start(ctx context.Context, s LaunchSpec) (Receipt, error) {
-	argv, err := s.Command(0)
+	argv, err := s.Command(Hold{})
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -163,20 +163,30 @@ func TestStartStopAdopt(t *testing.T) {
 	if sr.Err != nil || sr.Status.State != StateLive || sr.Status.Generation != 1 || sr.Already {
 		t.Fatalf("start: %+v", sr)
 	}
-	// The bwrap argv: ctxterm on the bound socket running tsh in /workspace,
-	// the workspace writable with .git read-only, B3 environment only.
+	// The argv: ctxterm on the host (the runtime socket, the resource's
+	// events.jsonl) running bwrap running tsh in /workspace, the workspace
+	// writable with .git read-only, B3 environment only; neither the socket
+	// nor the events file is in the sandbox. issue 11 item 5, issue 16 item 17
 	args := strings.Join(f.argv, " ")
+	if len(f.argv) == 0 || f.argv[0] != filepath.Join(l.BinDir(), "ctxterm") {
+		t.Errorf("argv[0] is not the host's ctxterm: %v", f.argv)
+	}
+	events := filepath.Join(l.TerminalDir("a", "default"), "events.jsonl")
 	for _, want := range []string{
-		"--listen " + SandboxSocket, "-- " + Program, "--chdir /workspace", "--bind " + w.ws + " /workspace",
-		"--ro-bind " + w.ws + "/.git /workspace/.git", "--setenv HOME /home/agent", "--new-session", "--cap-drop ALL",
-		"--unshare-pid", "--unshare-net", "--clearenv",
+		"--listen " + l.RuntimeTerminalSocket("a", "default"), "--events " + events, "--sandboxed -- /usr/bin/bwrap ",
+		"-- " + Program, "--chdir /workspace", "--bind " + w.ws + " /workspace",
+		"--ro-bind " + w.ws + "/.git /workspace/.git", "--setenv HOME /home/agent", "--cap-drop ALL",
+		"--unshare-pid", "--unshare-net", "--clearenv", "--as-pid-1", "--die-with-parent",
 	} {
 		if !strings.Contains(args, want) {
-			t.Errorf("bwrap argv lacks %q:\n%s", want, args)
+			t.Errorf("argv lacks %q:\n%s", want, args)
 		}
 	}
-	if strings.Contains(args, "--die-with-parent") { // spec: T1 — a non-systemd launcher: outlive the daemon
-		t.Errorf("--die-with-parent for a launcher that is not systemd:\n%s", args)
+	bw := args[strings.Index(args, "/usr/bin/bwrap"):]
+	for _, bad := range []string{"--new-session", events, filepath.Dir(l.RuntimeTerminalSocket("a", "default")), "--block-fd"} {
+		if strings.Contains(bw, bad) {
+			t.Errorf("bwrap argv has %q:\n%s", bad, bw)
+		}
 	}
 	if strings.Contains(args, "CTX_RUN") || strings.Contains(args, "CTX_CONTROL_SOCKET") {
 		t.Errorf("environment beyond B3:\n%s", args)

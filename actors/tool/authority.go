@@ -10,7 +10,7 @@ import (
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/layout"
-	"github.com/cortexfs/ctx/internal/policy"
+	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/toolpath"
 )
 
@@ -114,8 +114,8 @@ func authorize(cfg *config.Config, call Call, target string) (*toolpath.Tool, *R
 		t.Close()
 		return deny(LayerMount, t.Dir+" is on CTX_PATH but not mounted in the sandbox (only tool/ and home/<uid>/tool/ are)")
 	}
-	d := policy.DecideFiles(filepath.Join(def.Control, "policy"), filepath.Join(t.Dir, target+".d", "policy"), target, def.Label)
-	if !d.Allowed { // spec: V3 — both policy layers must allow
+	d := sandbox.DecideTool(def, t.Dir, target) // the same verdict decides what the view shows
+	if !d.Allowed {                             // spec: V3 — both policy layers must allow
 		t.Close()
 		return deny(d.Layer, d.Reason)
 	}

@@ -123,7 +123,7 @@ func (a *Actor) spawn(c actor.Context) {
 	}
 	v := a.call.View
 	v.Tsh = a.prep.tool == nil     // tsh itself runs (list, load, pin, context …)
-	v.Tools = sandbox.ToolsAllowed // issue 11 item 4: the tools policy allows, no others
+	v.Tools = sandbox.AllowedTools // issue 11 item 4: only what the policy allows is visible
 	argv := a.prep.argv
 	tool := a.prep.tool
 	a.prep.tool = nil // the goroutine owns the checked file from here

@@ -2,7 +2,16 @@
 // to watch (read-only) and attach (read-write) clients on a unix socket
 // (runtime.md T2; wire protocol in ctxterm/PROTOCOL.md).
 //
-//	ctxterm --listen SOCKET [--events FILE] [--seccomp] -- CMD [ARGS...]
+//	ctxterm --listen SOCKET [--events FILE] [--hold-fd N | --hold FIFO] [--sandboxed] -- CMD [ARGS...]
+//
+// The terminal's ctxterm runs on the host, outside the sandbox: CMD is
+// bwrap, and only the shell bwrap starts (and what it runs) is inside
+// (issue 11 item 5). --hold-fd and --hold make ctxterm wait, before it
+// binds the socket or starts CMD, for one byte on descriptor N or from the
+// FIFO: the daemon writes it once the launch root is registered (U2); an
+// EOF, an error or no byte within HoldTimeout ends ctxterm (125) before
+// anything started. --sandboxed says CMD is bwrap's argv, so ctxterm may
+// hand bwrap the descriptors it opens itself (the seccomp filter).
 //
 // It exits with the program's exit status (128+N if killed by signal N), or
 // 125 if ctxterm itself could not start, 2 on a usage error. SIGTERM, SIGHUP
@@ -22,6 +31,7 @@ import (
 	"syscall"
 
 	"github.com/cortexfs/ctx/ctxterm"
+	"github.com/cortexfs/ctx/internal/fdhygiene"
 	"github.com/cortexfs/ctx/internal/seccomp"
 	"github.com/cortexfs/ctx/internal/termres"
 )
@@ -40,35 +50,58 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "unix socket to serve the terminal on (required)")
 	events := fs.String("events", "", "append terminal events as JSON lines to this file")
-	filter := fs.Bool("seccomp", false, "put ctxterm and the program under ctx's seccomp filter before starting it")
+	holdFD := fs.Int("hold-fd", 0, "read one byte from this descriptor before starting anything")
+	holdFIFO := fs.String("hold", "", "read one byte from this FIFO before starting anything")
+	sandboxed := fs.Bool("sandboxed", false, "CMD is bwrap: hand it ctxterm's own descriptors (seccomp filter)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ctxterm --listen SOCKET [--events FILE] [--seccomp] -- CMD [ARGS...]")
+		fmt.Fprintln(stderr, "usage: ctxterm --listen SOCKET [--events FILE] [--hold-fd N | --hold FIFO] [--sandboxed] -- CMD [ARGS...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	argv := fs.Args()
-	if *listen == "" || len(argv) == 0 {
+	if *listen == "" || len(argv) == 0 || *holdFD < 0 || (*holdFD > 0 && *holdFD < 3) || (*holdFD > 0 && *holdFIFO != "") {
 		fs.Usage()
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "ctxterm")
-	if *filter {
-		// issue 11: the terminal's shell and all it runs get the filter every
-		// sandbox gets (no TIOCSTI into this terminal, no ptrace of ctxterm);
-		// under systemd no descriptor can carry it to bwrap, so it is
-		// installed here, inside the sandbox, before the shell starts.
-		if err := seccomp.InstallSelf(); err != nil {
-			log.Error("start", "err", err)
+	// Nothing ctxterm inherited beyond its streams (and the hold
+	// descriptor, closed once read) reaches the program. issue 11 item 1
+	if closed, err := fdhygiene.CloseInherited(func(fd int) bool { return fd == *holdFD }); err != nil {
+		log.Error("close inherited descriptors", "err", err)
+		return exitSetup
+	} else if len(closed) > 0 {
+		log.Info("closed inherited descriptors", "fds", closed)
+	}
+	// spec: U2 — nothing runs before the daemon has registered the launch root.
+	switch {
+	case *holdFD > 0:
+		if err := holdOnFD(*holdFD, HoldTimeout); err != nil {
+			log.Error("hold", "err", err)
+			return exitSetup
+		}
+	case *holdFIFO != "":
+		if err := holdOnFIFO(*holdFIFO, HoldTimeout); err != nil {
+			log.Error("hold", "err", err)
 			return exitSetup
 		}
 	}
 	cfg := ctxterm.Config{Socket: *listen, Argv: argv, Logger: log}
+	if *sandboxed {
+		var err error
+		if cfg.Argv, cfg.ExtraFiles, err = sandboxArgv(argv); err != nil {
+			log.Error("sandbox", "err", err)
+			return exitSetup
+		}
+	}
 	if *events != "" {
 		cfg.Events = recorder(*events, log)
 	}
 	srv, err := ctxterm.New(cfg)
+	for _, f := range cfg.ExtraFiles {
+		f.Close() // the program has its copies
+	}
 	if err != nil {
 		log.Error("start", "err", err)
 		if errors.Is(err, ctxterm.ErrInUse) {
@@ -85,6 +118,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		status = 255
 	}
 	return status
+}
+
+// seccompFile returns the seccomp BPF program every sandboxed process gets
+// (issue 11: TIOCSTI and TIOCLINUX refused, no ptrace, no namespaces …):
+// ctxterm, on the host, hands it to the terminal's bwrap (--seccomp 3) —
+// under systemd too, where no descriptor reaches the unit from the daemon.
+// A filter that cannot be built fails the start (closed). Tests swap it.
+var seccompFile = seccomp.File
+
+// sandboxArgv adds to bwrap's argv (argv[0] is bwrap) the descriptors
+// ctxterm hands it: the seccomp filter as descriptor 3 (--seccomp 3).
+func sandboxArgv(argv []string) ([]string, []*os.File, error) {
+	if seccompFile == nil {
+		return argv, nil, nil
+	}
+	f, err := seccompFile()
+	if err != nil {
+		return nil, nil, fmt.Errorf("seccomp filter: %w", err)
+	}
+	out := append([]string{argv[0], "--seccomp", "3"}, argv[1:]...) // ExtraFiles[0] is descriptor 3
+	return out, []*os.File{f}, nil
 }
 
 // recorder appends each event to the terminal resource's events file

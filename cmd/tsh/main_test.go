@@ -356,6 +356,9 @@ func TestPromptPTY(t *testing.T) {
 	script(t, w.tools, "hello", `echo "hello-ran:$*"`, 0o755)
 	meta(t, w.tools, "hello", "Say hello.")
 	script(t, w.pathDir, "hostonly", "touch "+w.marker, 0o755)
+	script(t, w.tools, "ttycheck", ttyCheck, 0o755)
+	script(t, w.tools, "ittycheck", ttyCheck, 0o755)
+	interactiveMeta(t, w.tools, "ittycheck")
 	cmd := exec.Command(tshBin)
 	cmd.Env = w.env("TERM=xterm")
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 100})
@@ -419,6 +422,14 @@ func TestPromptPTY(t *testing.T) {
 	send("hostonly\r") // spec: D5 — no fallback to host commands
 	expect("[exit 127]")
 	expect("tsh> ")
+	// issue 11 item 5: a tool runs without the controlling terminal (no
+	// TIOCSTI into the prompt's input) unless it declared itself interactive.
+	send("ttycheck a\r")
+	expect("ctty-a:no")
+	expect("tsh> ")
+	send("ittycheck b\r")
+	expect("ctty-b:yes")
+	expect("tsh> ")
 	send("garbage\x03list\r") // ^C clears the line
 	send("\x04")              // ^D on an empty line exits
 	if err := cmd.Wait(); err != nil {
@@ -430,7 +441,43 @@ func TestPromptPTY(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(hist), "list\nhello a 'b c'\nhello  x\nhostonly\nlist\n") {
+	if !strings.Contains(string(hist), "list\nhello a 'b c'\nhello  x\nhostonly\nttycheck a\nittycheck b\nlist\n") {
 		t.Fatalf("history %q", hist)
+	}
+}
+
+// ttyCheck says whether the tool has a controlling terminal.
+const ttyCheck = `if (: </dev/tty) 2>/dev/null; then echo "ctty-$1:yes"; else echo "ctty-$1:no"; fi`
+
+func interactiveMeta(t *testing.T, dir, name string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, name+".d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".d", "tool.json"), []byte(`{"interactive":true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tsh call from a terminal (tsh the session leader, as a PTY's program):
+// the tool it becomes has no controlling terminal unless it is interactive.
+// issue 11 item 5
+func TestCallDetachesFromTerminal(t *testing.T) {
+	w := newWorld(t)
+	script(t, w.tools, "ttycheck", ttyCheck, 0o755)
+	script(t, w.tools, "ittycheck", ttyCheck, 0o755)
+	interactiveMeta(t, w.tools, "ittycheck")
+	for name, want := range map[string]string{"ttycheck": "ctty-x:no", "ittycheck": "ctty-x:yes"} {
+		cmd := exec.Command(tshBin, "call", name, "x")
+		cmd.Env = w.env("TERM=xterm")
+		f, err := pty.Start(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(f) // EIO once the tool exits
+		f.Close()
+		if err := cmd.Wait(); err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("tsh call %s on a terminal: %v %q, want %s", name, err, out, want)
+		}
 	}
 }

@@ -55,14 +55,17 @@ func TestSystemdLauncher(t *testing.T) {
 	}
 	unit := terminal.UnitName(l, "a", "s", 1)
 	spec := terminal.LaunchSpec{
-		Command: func(int) ([]string, error) {
-			// A backgrounded child that ignores SIGHUP and SIGTERM: only the
-			// control group kill (KillMode=control-group) ends it.
-			return []string{"/bin/sh", "-c", "sh -c 'trap \"\" HUP TERM; exec sleep 1000' & exec sleep 1000"}, nil
+		Command: func(h terminal.Hold) ([]string, error) {
+			// Held on the FIFO until the launch root is registered (U2,
+			// issue 16 item 18), then a backgrounded child that ignores
+			// SIGHUP and SIGTERM: only the control group kill
+			// (KillMode=control-group) ends it.
+			return []string{"/bin/sh", "-c", "head -c1 <" + h.FIFO + " >/dev/null || exit 125; sh -c 'trap \"\" HUP TERM; exec sleep 1000' & exec sleep 1000"}, nil
 		},
-		Unit:    unit,
-		Ident:   launchroot.Identity{UID: l.UID, Agent: "a", Session: "s", Run: "term-0123456789abcdef"},
-		Receipt: terminal.Receipt{Kind: terminal.KindLaunch, Role: "terminal", UID: l.UID, Agent: "a", Session: "s", Generation: 1, Terminal: "term-0123456789abcdef"},
+		HoldFIFO: l.Runtime + "/hold.fifo",
+		Unit:     unit,
+		Ident:    launchroot.Identity{UID: l.UID, Agent: "a", Session: "s", Run: "term-0123456789abcdef"},
+		Receipt:  terminal.Receipt{Kind: terminal.KindLaunch, Role: "terminal", UID: l.UID, Agent: "a", Session: "s", Generation: 1, Terminal: "term-0123456789abcdef"},
 	}
 	t0 := time.Now()
 	r, err := la.Start(context.Background(), spec)
@@ -70,6 +73,9 @@ func TestSystemdLauncher(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("started %s in %v: %+v", unit, time.Since(t0), r)
+	if e := roots.Entries(); len(e) != 1 || e[0].PID != r.PID {
+		t.Errorf("launch root not registered at start: %+v", e)
+	}
 	if r.Launcher != "systemd" || r.Unit != unit || r.Invocation == "" || r.PID <= 0 || !terminal.Alive(r) {
 		t.Fatalf("receipt: %+v", r)
 	}

@@ -10,6 +10,7 @@
 //	sleep SECONDS    print a delta, sleep, answer
 //	spew N           print N deltas of 100 bytes, then answer
 //	tool NAME ARGS…  call the tool NAME with ARGS at step 0, then answer with its result
+//	see PATH…        list each directory, run each other path; answer what happened
 package main
 
 import (
@@ -151,6 +152,22 @@ func main() {
 		for i := 0; i < n; i++ {
 			delta(chunk)
 		}
+	case "see":
+		// issue 11 item 4: an agent step sees no tool files at all.
+		var res []string
+		for _, p := range words[1:] {
+			if ents, err := os.ReadDir(p); err == nil {
+				var names []string
+				for _, e := range ents {
+					names = append(names, e.Name())
+				}
+				res = append(res, "ls "+p+" ["+strings.Join(names, " ")+"]")
+				continue
+			}
+			out, err := exec.Command(p).CombinedOutput()
+			res = append(res, fmt.Sprintf("exec %s: %v %q", p, err, out))
+		}
+		delta("see: " + strings.Join(res, "; "))
 	case "tool":
 		if env.Step == 0 {
 			call("t1", arg(1), words[2:]...)

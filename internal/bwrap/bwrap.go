@@ -106,9 +106,24 @@ type Spec struct {
 	// seccomp BPF program bwrap installs before it runs Argv (--seccomp).
 	SeccompFD int
 	// OutliveParent drops --die-with-parent: for a sandbox that must
-	// survive its starter (the built-in launcher's terminal, re-adopted by
-	// the next daemon from its launch receipt). The zero value keeps it.
+	// survive its starter. The zero value keeps it.
 	OutliveParent bool
+	// SharedSession drops --new-session: the program stays in its
+	// starter's session and keeps its controlling terminal. Only the
+	// terminal's shell needs it (its host, ctxterm, holds the PTY outside
+	// the sandbox); what the shell runs gets a new session from tsh, and
+	// TIOCSTI is refused by seccomp (issue 11 item 5). The zero value keeps
+	// --new-session.
+	SharedSession bool
+	// AsPID1 runs the program as PID 1 of the sandbox's PID namespace
+	// (--as-pid-1, no bwrap reaper): kill(-1) from inside never reaches it
+	// and signals from inside reach it only where it installed a handler.
+	// The program must reap orphans itself (tsh does when it is PID 1).
+	AsPID1 bool
+	// RemountRO are remounted read-only after every mount (--remount-ro):
+	// a tmpfs that only holds read-only binds (the allowed tools) must not
+	// let the sandbox add files beside them.
+	RemountRO []string
 }
 
 // Pass adds f to the descriptors bwrap inherits and returns its number
@@ -140,8 +155,10 @@ func (s Spec) Args() ([]string, error) {
 	if !s.OutliveParent {
 		a = append(a, "--die-with-parent") // the sandbox dies with its supervisor
 	}
+	if !s.SharedSession {
+		a = append(a, "--new-session") // no TIOCSTI into a controlling terminal (B4)
+	}
 	a = append(a,
-		"--new-session", // no TIOCSTI into a controlling terminal (B4)
 		"--unshare-pid", // its own PID namespace: a group kill misses no setsid grandchild
 		"--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--cap-drop", "ALL", // as root, --new-session alone still lets TIOCSTI through
@@ -191,6 +208,15 @@ func (s Spec) Args() ([]string, error) {
 		if a, err = m.args(a); err != nil {
 			return nil, err
 		}
+	}
+	for _, d := range s.RemountRO {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("bwrap: bad --remount-ro %q", d)
+		}
+		a = append(a, "--remount-ro", d)
+	}
+	if s.AsPID1 {
+		a = append(a, "--as-pid-1")
 	}
 	a = append(a, "--clearenv")
 	keys := make([]string, 0, len(s.Env))

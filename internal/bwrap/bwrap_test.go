@@ -147,3 +147,34 @@ func TestFDMountsAndSeccomp(t *testing.T) {
 		}
 	}
 }
+
+// The terminal's shell keeps its session (its host holds the PTY outside the
+// sandbox), runs as PID 1, and read-only remounts come after every mount.
+// issue 11 items 4 and 5
+func TestArgsSharedSessionPID1RemountRO(t *testing.T) {
+	a, err := Spec{Argv: []string{"/bin/true"}}.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(a, "--new-session") || slices.Contains(a, "--as-pid-1") || slices.Contains(a, "--remount-ro") {
+		t.Errorf("the zero Spec is not the strictest: %v", a)
+	}
+	s := Spec{SharedSession: true, AsPID1: true, Argv: []string{"/bin/true"},
+		Tmpfs:       []string{"/ctx/tool"},
+		Mounts:      []Mount{{Src: "/x", Dst: "/ctx/tool/x"}},
+		MountsAfter: []Mount{{Src: "/y", Dst: "/ctx/tool/y"}},
+		RemountRO:   []string{"/ctx/tool"}}
+	if a, err = s.Args(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(a, "--new-session") || !slices.Contains(a, "--as-pid-1") || !slices.Contains(a, "--cap-drop") {
+		t.Errorf("shared session, pid 1: %v", a)
+	}
+	ro, last := slices.Index(a, "--remount-ro"), slices.Index(a, "/ctx/tool/y")
+	if ro < 0 || a[ro+1] != "/ctx/tool" || ro < last {
+		t.Errorf("--remount-ro must follow every mount: %v", a)
+	}
+	if _, err := (Spec{RemountRO: []string{"rel"}, Argv: []string{"/bin/true"}}).Args(); err == nil {
+		t.Error("a relative --remount-ro was accepted")
+	}
+}

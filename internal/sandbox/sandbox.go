@@ -21,7 +21,6 @@ import (
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
-	"github.com/cortexfs/ctx/internal/policy"
 	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
@@ -45,21 +44,10 @@ type View struct {
 	// and .d/label, which tsh enforces itself. An agent step or a checked
 	// tool the host runs directly needs neither (fewer mounts, faster start).
 	Tsh bool
-	// Tools is which tool files the view shows (issue 11 item 4): an agent
-	// step acts only through tool_call frames and sees none (ToolsNone);
-	// tool processes and the terminal see the tools the agent's policy
-	// allows (the zero value), denied ones absent.
-	Tools ToolsView
+	// Tools says which tool files the view shows (zero: none; issue 11
+	// item 4): an agent step acts only through tool_call frames.
+	Tools ToolView
 }
-
-// ToolsView says which tool files a view shows.
-type ToolsView int
-
-// Tool views.
-const (
-	ToolsAllowed ToolsView = iota // /ctx/bin and the tools policy allows
-	ToolsNone                     // no /ctx/bin, no tool directory
-)
 
 // Subject is CTX_AGENT_SUBJECT: <uid>:<agent>:<session>.
 func (v View) Subject() string {
@@ -233,17 +221,13 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		return s, nil, fmt.Errorf("agent home: %w", err)
 	}
 	mount(&s.Mounts, hf, l.AgentHome(v.Def.Name), layout.SandboxHome, true)
-	if v.Tools == ToolsAllowed {
+	if v.Tools == AllowedTools {
 		// spec: V3 — the view is the authority: what policy denies is not there.
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: l.BinDir(), Dst: layout.SandboxRoot + "/bin", Try: true})
-		for dir, dst := range map[string]string{l.ToolDir(): layout.SandboxRoot + "/tool",
-			l.UserToolDir(): layout.SandboxRoot + "/home/" + strconv.Itoa(l.UID) + "/tool"} {
-			mounts, each := toolMounts(v.Def, dir, dst)
-			if each {
-				s.Dirs = append(s.Dirs, dst) // exists (maybe empty) however few tools it shows
-			}
-			s.Mounts = append(s.Mounts, mounts...)
-		}
+		tmpfs, mounts, remount := toolMounts(l, v.Def)
+		s.Tmpfs = append(s.Tmpfs, tmpfs...)
+		s.Mounts = append(s.Mounts, mounts...)
+		s.RemountRO = append(s.RemountRO, remount...)
 	}
 	if v.Def.Kind == agentdef.KindExec {
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: v.Def.Object, Dst: v.AgentPath()})
@@ -547,49 +531,4 @@ func readSmall(path string) ([]byte, error) {
 		return nil, os.ErrInvalid
 	}
 	return io.ReadAll(io.LimitReader(f, 4<<10))
-}
-
-// toolMounts shows the tools of host directory dir at dst that the agent's
-// policy allows (issue 11 item 4): the whole directory in one mount when
-// every entry is an allowed regular tool (the common case, one mount),
-// else one read-only bind per allowed tool and its NAME.d/, so a denied
-// tool is absent, not merely refused by tsh. An unreadable agent policy
-// shows no tool (fail closed), as the host's own check would refuse them.
-func toolMounts(def *agentdef.Def, dir, dst string) (mounts []bwrap.Mount, each bool) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, false // absent: nothing to show (the old --ro-bind-try)
-	}
-	ap, err := policy.Load(policy.AgentPolicy, filepath.Join(def.Control, "policy"))
-	if err != nil {
-		return nil, true
-	}
-	var allowed []string
-	all := true
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasSuffix(name, ".d") && e.IsDir() {
-			continue
-		}
-		if !e.Type().IsRegular() {
-			all = false // a symlink or directory is never a callable tool
-			continue
-		}
-		tp, err := policy.Load(policy.ToolPolicy, filepath.Join(dir, name+".d", "policy"))
-		if err != nil || !policy.Decide(ap, tp, name, def.Label).Allowed {
-			all = false
-			continue
-		}
-		allowed = append(allowed, name)
-	}
-	if all {
-		return []bwrap.Mount{{Src: dir, Dst: dst, Try: true}}, false
-	}
-	for _, name := range allowed {
-		mounts = append(mounts, bwrap.Mount{Src: filepath.Join(dir, name), Dst: dst + "/" + name, Try: true})
-		if st, err := os.Lstat(filepath.Join(dir, name+".d")); err == nil && st.IsDir() {
-			mounts = append(mounts, bwrap.Mount{Src: filepath.Join(dir, name+".d"), Dst: dst + "/" + name + ".d", Try: true})
-		}
-	}
-	return mounts, true
 }

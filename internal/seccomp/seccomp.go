@@ -19,7 +19,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -105,7 +104,6 @@ var ErrUnsupported = errors.New("seccomp: no filter for this architecture")
 var (
 	once    sync.Once
 	program []byte
-	insns   []unix.SockFilter
 	count   int
 	progErr error
 )
@@ -121,7 +119,7 @@ func Program() ([]byte, int, error) {
 		}
 		var ins []unix.SockFilter
 		if ins, progErr = a.Build(); progErr == nil {
-			program, insns, count = Encode(ins), ins, len(ins)
+			program, count = Encode(ins), len(ins)
 		}
 	})
 	return program, count, progErr
@@ -150,25 +148,6 @@ func File() (*os.File, error) {
 		return nil, fmt.Errorf("seccomp: rewind: %w", err)
 	}
 	return f, nil
-}
-
-// InstallSelf puts this process (every thread) under the filter, for good:
-// what it starts afterwards inherits it. It sets no_new_privs first, as an
-// unprivileged filter needs. ctxterm calls it inside the terminal's sandbox
-// before it starts the shell (--seccomp), where no descriptor can reach bwrap.
-func InstallSelf() error {
-	if _, _, err := Program(); err != nil {
-		return err
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("seccomp: no_new_privs: %w", err)
-	}
-	prog := unix.SockFprog{Len: uint16(len(insns)), Filter: &insns[0]}
-	const setModeFilter, flagTsync = 1, 1
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, setModeFilter, flagTsync, uintptr(unsafe.Pointer(&prog))); e != 0 {
-		return fmt.Errorf("seccomp: install: %w", e)
-	}
-	return nil
 }
 
 // Encode lays instructions out as the kernel's struct sock_filter array.

@@ -26,6 +26,11 @@ var ErrMetaTooLarge = errors.New("tool.json too large")
 // model; it never grants authority (spec: V2).
 type Meta struct {
 	Description string `json:"description"`
+	// Interactive declares a tool that needs the terminal it is run from
+	// (a shell, an editor): tsh runs it in its own session with the
+	// terminal as its controlling terminal. Every other tool gets a new
+	// session without one (issue 11 item 5: nothing to inject input into).
+	Interactive bool `json:"interactive"`
 }
 
 // MetaPath is where the metadata of the tool dir/name lives.

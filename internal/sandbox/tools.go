@@ -1,0 +1,91 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/policy"
+	"github.com/cortexfs/ctx/internal/toolpath"
+)
+
+// ToolView says which tool files a view shows. The view is the authority
+// (issue 11 item 4): what policy denies is absent, not only refused by the
+// checks in front of it. The zero value shows none.
+type ToolView int
+
+const (
+	// NoTools shows no tool file at all: an agent step acts only through
+	// tool_call, checked and run by the host.
+	NoTools ToolView = iota
+	// AllowedTools shows, in each mounted tool directory on the agent's
+	// CTX_PATH, only the tools the agent's policy and each tool's policy
+	// allow (each with its <name>.d/), over an empty read-only tmpfs: a
+	// tool process, tsh and the terminal.
+	AllowedTools
+)
+
+// ToolDir is a tool directory a view can show: its CTX_PATH entry (the path
+// inside the sandbox) and its host directory.
+type ToolDir struct{ Sandbox, Host string }
+
+// ToolDirs lists the directories of ctxPath that a view mounts: only
+// CTX_ROOT/tool and home/<uid>/tool (the mount-visibility layer of V3; any
+// other entry is not shown), each once, in CTX_PATH order.
+func ToolDirs(l layout.Layout, ctxPath string) []ToolDir {
+	var out []ToolDir
+	seen := map[string]bool{}
+	for _, d := range toolpath.SplitPath(ctxPath) {
+		h, ok := l.HostPath(d)
+		if !ok || seen[h] || (h != l.ToolDir() && h != l.UserToolDir()) {
+			continue
+		}
+		seen[h] = true
+		out = append(out, ToolDir{Sandbox: filepath.Clean(d), Host: h})
+	}
+	return out
+}
+
+// DecideTool is the policy verdict (V3: agent policy, then tool policy)
+// for def calling the tool name found in the host directory dir. The host
+// checks of a tool call and the view's tool mounts both ask it, so what a
+// view shows is exactly what a call may run. An unreadable or invalid
+// policy file refuses (fails closed).
+func DecideTool(def *agentdef.Def, dir, name string) policy.Decision {
+	return policy.DecideFiles(filepath.Join(def.Control, "policy"), filepath.Join(dir, name+".d", "policy"), name, def.Label)
+}
+
+// toolMounts builds the tool part of a view showing the allowed tools:
+// a tmpfs over each tool directory, one read-only bind per allowed tool
+// and one per its <name>.d/, and the tmpfs remounted read-only after all
+// mounts (remount). Only a regular file (never a symlink, which bwrap
+// would follow) and a real directory are bound. Each bind costs bwrap
+// one mount (see the README for the measured cost).
+func toolMounts(l layout.Layout, def *agentdef.Def) (tmpfs []string, mounts []bwrap.Mount, remount []string) {
+	for _, d := range ToolDirs(l, def.CTXPath) {
+		tmpfs = append(tmpfs, d.Sandbox)
+		remount = append(remount, d.Sandbox)
+		ents, err := os.ReadDir(d.Host)
+		if err != nil {
+			continue // absent: an empty directory in the view
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if strings.HasSuffix(name, ".d") || layout.CheckName("tool", name) != nil || !e.Type().IsRegular() {
+				continue
+			}
+			if !DecideTool(def, d.Host, name).Allowed { // issue 11 item 4: denied tools are absent
+				continue
+			}
+			src := filepath.Join(d.Host, name)
+			mounts = append(mounts, bwrap.Mount{Src: src, Dst: d.Sandbox + "/" + name})
+			if st, err := os.Lstat(src + ".d"); err == nil && st.IsDir() {
+				mounts = append(mounts, bwrap.Mount{Src: src + ".d", Dst: d.Sandbox + "/" + name + ".d"})
+			}
+		}
+	}
+	return tmpfs, mounts, remount
+}
