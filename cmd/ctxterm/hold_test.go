@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +112,46 @@ func TestSandboxArgvSeccomp(t *testing.T) {
 	seccompFile = func() (*os.File, error) { return nil, errors.New("no filter") }
 	if _, _, err := sandboxArgv(argv); err == nil {
 		t.Error("a filter error was ignored (must fail closed)")
+	}
+}
+
+// TestBindByFD: every path bind becomes a descriptor bind opened without
+// following a symlink; a symlinked source fails the start, a missing -try
+// source is dropped, an unknown option is refused. issue 11 item 3
+func TestBindByFD(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(dir+"/ws/.git", 0o755)
+	os.MkdirAll(dir+"/outside", 0o755)
+	os.Symlink(dir+"/outside", dir+"/ws/link")
+	argv := []string{"/usr/bin/bwrap", "--setenv", "X", "--bind", "--bind", dir + "/ws", "/workspace",
+		"--ro-bind", dir + "/ws/.git", "/workspace/.git", "--ro-bind-try", dir + "/missing", "/ctx/m",
+		"--ro-bind-try", dir + "/ws/link", "/etc/x", "--", "/ctx/bin/tsh", "--bind"}
+	got, files, err := bindByFD(argv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	want := []string{"/usr/bin/bwrap", "--setenv", "X", "--bind", "--bind-fd", "3", "/workspace",
+		"--ro-bind-fd", "4", "/workspace/.git", "--ro-bind-try", dir + "/ws/link", "/etc/x", "--", "/ctx/bin/tsh", "--bind"}
+	if strings.Join(got, " ") != strings.Join(want, " ") || len(files) != 2 {
+		t.Fatalf("got %q (%d files)", got, len(files))
+	}
+	for _, bad := range [][]string{
+		{"/usr/bin/bwrap", "--ro-bind", dir + "/ws/link", "/workspace/x", "--", "/x"},     // a symlink as the source
+		{"/usr/bin/bwrap", "--ro-bind", dir + "/ws/link/y", "/home/agent/y", "--", "/x"},  // a symlink in the path
+		{"/usr/bin/bwrap", "--ro-bind-try", dir + "/ws/link", "/workspace/x", "--", "/x"}, // -try drops only a missing one
+		{"/usr/bin/bwrap", "--bind", dir + "/ws/link", "/data", "--", "/x"},               // writable: always checked
+		{"/usr/bin/bwrap", "--bind-everything", "--", "/x"},
+	} {
+		if _, files, err := bindByFD(bad, nil); err == nil {
+			for _, f := range files {
+				f.Close()
+			}
+			t.Errorf("accepted %q", bad)
+		}
 	}
 }
