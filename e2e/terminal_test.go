@@ -596,9 +596,14 @@ func TestTerminalAgentUpdate(t *testing.T) {
 	}
 	update("from the terminal\n")
 	update("again from the terminal\n")
-	// Not covered: the same after a daemon restart. The adopting daemon
-	// registers ctxterm again (supervisor tests), but the terminal's view
-	// binds control.sock by inode and the restarted daemon creates a new
-	// socket file, so the tool's connect is refused (a limitation of the
-	// socket bind, older than ctxterm's move to the host).
+	// After a daemon restart the adopting daemon registers ctxterm again and
+	// listens on a new socket file; the view binds the directory holding
+	// only the socket, so the terminal reaches the new one.
+	w.stop()
+	w.start()
+	waitFor(t, "adoption", 5*time.Second, func() bool { return strings.Contains(w.log.String(), "adopted terminal") })
+	update("after a daemon restart\n")
+	if target, err := os.Readlink(filepath.Join(w.run, "control.sock")); err != nil || target != "control/control.sock" {
+		t.Errorf("the pinned control socket path is not the link to control/control.sock: %q %v", target, err)
+	}
 }

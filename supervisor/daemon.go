@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -84,9 +85,21 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("daemon: control ledger: %w", err)
 	}
+	if err := os.Mkdir(filepath.Dir(l.ControlSocket()), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("daemon: control socket directory: %w", err)
+	}
 	ctlLn, err := ctlsock.Listen(l.ControlSocket())
 	if err != nil {
 		return fmt.Errorf("daemon: control socket: %w", err)
+	}
+	// The pinned path is a symlink to the socket (replaced atomically).
+	tmpLink := l.ControlSocketLink() + ".new"
+	_ = os.Remove(tmpLink)
+	if err := os.Symlink(filepath.Join("control", "control.sock"), tmpLink); err != nil {
+		return fmt.Errorf("daemon: control socket link: %w", err)
+	}
+	if err := os.Rename(tmpLink, l.ControlSocketLink()); err != nil {
+		return fmt.Errorf("daemon: control socket link: %w", err)
 	}
 	ctlCtx, stopCtl := context.WithCancel(context.Background())
 	ctlDone := make(chan struct{})

@@ -151,7 +151,14 @@ func (l Layout) TerminalDir(agent, session string) string {
 // Host paths under CTX_RUNTIME_DIR.
 
 func (l Layout) SystemSocket() string  { return filepath.Join(l.Runtime, "system.sock") }
-func (l Layout) ControlSocket() string { return filepath.Join(l.Runtime, "control.sock") }
+func (l Layout) ControlSocket() string { return filepath.Join(l.Runtime, "control", "control.sock") }
+
+// ControlSocketLink is the pinned host path of the control socket
+// (interfaces.md: $CTX_RUNTIME_DIR/control.sock), a symlink to
+// ControlSocket: the socket lives alone in control/, which sandboxes bind
+// as a directory, so a restarted daemon's new socket is reachable from a
+// sandbox that outlived the old one (a terminal).
+func (l Layout) ControlSocketLink() string { return filepath.Join(l.Runtime, "control.sock") }
 func (l Layout) DaemonLog() string     { return filepath.Join(l.Runtime, "daemon.log") }
 func (l Layout) ReceiptDir() string    { return filepath.Join(l.Runtime, "receipts") }
 func (l Layout) RuntimeAgentSocket(name string) string {

@@ -278,8 +278,10 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		}
 	}
 	s.Network = v.Def.Network
-	if _, err := os.Stat(l.ControlSocket()); err == nil {
-		s.Mounts = append(s.Mounts, bwrap.Mount{Src: l.ControlSocket(), Dst: layout.SandboxControlSocket, Try: true})
+	if _, err := os.Stat(filepath.Dir(l.ControlSocket())); err == nil {
+		// The directory holding only the socket, so a restarted daemon's new
+		// socket is reachable from a sandbox that outlived the old one.
+		s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Dir(l.ControlSocket()), Dst: filepath.Dir(layout.SandboxControlSocket), Try: true})
 	}
 	// The session: other sessions of the agent (which live in its home) are
 	// hidden; this one is visible at the CTX_AGENT_SUBJECT path so tsh can
