@@ -361,6 +361,9 @@ func TestOtherUIDRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, dir)
+	if err := os.Chmod(filepath.Dir(e.sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Chmod(e.sock, 0o666); err != nil {
 		t.Fatal(err)
 	}

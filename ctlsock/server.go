@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -44,6 +45,10 @@ type Server struct {
 // and leaves the socket mode 0600. The directory should be the 0700
 // runtime directory.
 func Listen(path string) (*net.UnixListener, error) {
+	// The socket lives alone in its own 0700 directory (layout.ControlSocket).
+	if err := os.Mkdir(filepath.Dir(path), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
 		return nil, fmt.Errorf("control socket %s: already served by a live process", path)

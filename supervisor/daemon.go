@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -84,9 +83,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ledger, err := ctlsock.OpenLedger(ctlsock.LedgerPath(l))
 	if err != nil {
 		return fmt.Errorf("daemon: control ledger: %w", err)
-	}
-	if err := os.Mkdir(filepath.Dir(l.ControlSocket()), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("daemon: control socket directory: %w", err)
 	}
 	ctlLn, err := ctlsock.Listen(l.ControlSocket())
 	if err != nil {
