@@ -159,8 +159,8 @@ func (l Layout) ControlSocket() string { return filepath.Join(l.Runtime, "contro
 // as a directory, so a restarted daemon's new socket is reachable from a
 // sandbox that outlived the old one (a terminal).
 func (l Layout) ControlSocketLink() string { return filepath.Join(l.Runtime, "control.sock") }
-func (l Layout) DaemonLog() string     { return filepath.Join(l.Runtime, "daemon.log") }
-func (l Layout) ReceiptDir() string    { return filepath.Join(l.Runtime, "receipts") }
+func (l Layout) DaemonLog() string         { return filepath.Join(l.Runtime, "daemon.log") }
+func (l Layout) ReceiptDir() string        { return filepath.Join(l.Runtime, "receipts") }
 func (l Layout) RuntimeAgentSocket(name string) string {
 	return filepath.Join(l.Runtime, "agent", name+".sock")
 }
