@@ -45,3 +45,34 @@ func TestSecurityTerminalInjection(t *testing.T) {
 		}
 	}
 }
+
+// TestSecurityTerminalPlaceholders: from the persistent terminal, the
+// auto-executed files a workspace lacks cannot be created (placeholders,
+// as in a run's view), and once the terminal is stopped the host's
+// workspace is left as it was. issue 11: protected paths in every view
+func TestSecurityTerminalPlaceholders(t *testing.T) {
+	w, ws := termWorld(t)
+	if r := w.ctx(ws, "", "agent", "start", "t1"); r.code != 0 {
+		t.Fatalf("agent start: %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	a := dialTerm(t, filepath.Join(w.termDir("t1", "default"), "main.sock"), ctxterm.ModeAttach)
+	a.expect("tsh> ", 10*time.Second)
+	a.send("bash\r")
+	a.expect("/workspace# ", 10*time.Second)
+	a.run(`echo '{"mcpServers":{}}' > /workspace/.mcp.json 2>/dev/null && echo "MC""P=written" || echo "MC""P=refused"`, "MCP")
+	a.run(`mkdir -p /workspace/.vscode/x 2>/dev/null && echo "VS""C=made" || echo "VS""C=refused"`, "VSC")
+	a.run(`echo hook > /workspace/.git/hooks/pre-commit 2>/dev/null && echo "HO""OK=written" || echo "HO""OK=refused"`, "HOOK")
+	for k, want := range map[string]string{"MCP": "refused", "VSC": "refused", "HOOK": "refused"} {
+		if got := a.value(k); got != want {
+			t.Errorf("%s from the terminal: %s, want %s", k, got, want)
+		}
+	}
+	if r := w.ctx("", "", "agent", "stop", "t1"); r.code != 0 {
+		t.Fatalf("agent stop: %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	waitFor(t, "the placeholders to go", 10*time.Second, func() bool {
+		_, e1 := os.Lstat(filepath.Join(ws, ".mcp.json"))
+		_, e2 := os.Lstat(filepath.Join(ws, ".vscode"))
+		return os.IsNotExist(e1) && os.IsNotExist(e2)
+	})
+}

@@ -1,5 +1,7 @@
 package terminal
 
+import "github.com/cortexfs/ctx/internal/sandbox"
+
 // Start asks for the terminal of the actor's (agent, session) to be running
 // with Workspace (an absolute host directory) bound at /workspace.
 // Answered with *StartResponse.
@@ -42,8 +44,9 @@ type adopted struct {
 // launched: a start finished (the launch receipt and agent.start event are
 // written when err is nil).
 type launched struct {
-	rec Receipt
-	err error
+	rec  Receipt
+	held *sandbox.Held
+	err  error
 }
 
 // ended: the process of rec is gone.

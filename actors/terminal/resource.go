@@ -19,6 +19,7 @@ import (
 	"github.com/cortexfs/ctx/internal/procstat"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/termres"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // Program is what the terminal runs inside its sandbox (T1).
@@ -65,14 +66,19 @@ func Env(v sandbox.View) map[string]string {
 // --new-session: tsh moves what it runs to a new session) and runs as PID 1
 // of the sandbox (kill(-1) from inside never reaches it), and bwrap dies
 // with ctxterm, its parent. spec: B1 B2 T1
-func Spec(l layout.Layout, def *agentdef.Def, session, id, workspace string) bwrap.Spec {
+// The view's placeholders (absent protected names) are held until the
+// caller calls Ended on the returned Held, once the terminal has ended.
+func Spec(l layout.Layout, def *agentdef.Def, session, id, workspace string, placeholders *workspace.Registry) (bwrap.Spec, *sandbox.Held, error) {
 	v := sandbox.View{Layout: l, Def: def, Session: session, Scope: layout.ScopePrivate, Run: id, Tsh: true,
-		Tools: sandbox.AllowedTools, Workspace: workspace, Cwd: layout.SandboxWorkspace}
-	s := v.Spec([]string{Program}, Env(v))
+		Tools: sandbox.AllowedTools, Workspace: workspace, Cwd: layout.SandboxWorkspace, Placeholders: placeholders}
+	s, held, err := v.SpecHeld([]string{Program}, Env(v))
+	if err != nil {
+		return bwrap.Spec{}, nil, err
+	}
 	s.Chdir = layout.SandboxWorkspace // spec: B1, D6
 	s.SharedSession = true            // issue 11 item 5: the shell needs its controlling terminal
 	s.AsPID1 = true                   // issue 11 item 5: kill(-1)/kill(0) from a tool miss the shell
-	return s
+	return s, held, nil
 }
 
 // Hold is how a started terminal waits, before anything of its sandbox

@@ -32,7 +32,8 @@ func TestTerminalEventsSymlinkRefused(t *testing.T) {
 	if _, err := os.Stat(target); err == nil {
 		t.Fatal("precondition: .d/mount exists")
 	}
-	rec, err := launch(context.Background(), w.cfg, f, "a", "default", w.ws)
+	rec, held, err := launch(context.Background(), w.cfg, f, "a", "default", w.ws)
+	defer held.Ended()
 	if err != nil {
 		t.Logf("launch refused (fixed): %v", err)
 		return
@@ -56,7 +57,7 @@ func TestTerminalWorkspaceInsideRootRefused(t *testing.T) {
 	f := newFake()
 	defer f.killAll()
 	l := w.cfg.Layout
-	rec, err := launch(context.Background(), w.cfg, f, "a", "default", l.Root)
+	rec, _, err := launch(context.Background(), w.cfg, f, "a", "default", l.Root)
 	if err != nil {
 		t.Logf("refused (fixed): %v", err)
 		return

@@ -24,6 +24,7 @@ import (
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/termres"
 )
 
@@ -45,7 +46,8 @@ type Actor struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	rec      *Receipt // the live generation's launch receipt
+	rec      *Receipt      // the live generation's launch receipt
+	held     *sandbox.Held // what the live generation's view holds (placeholders); nil after a restart
 	adopting bool
 	// waitingStops arrived during an adoption or a start.
 	waitingStops []*actor.PID
@@ -169,8 +171,8 @@ func (a *Actor) onStart(c actor.Context, to *actor.PID, m *Start) {
 	a.starts = append(a.starts, pendingStart{to: to, msg: m})
 	cfg, launcher, agent, session := a.cfg, a.launcher, a.agent, a.session
 	a.goSend(c, func(ctx context.Context) any {
-		rec, err := launch(ctx, cfg, launcher, agent, session, m.Workspace)
-		return &launched{rec: rec, err: err}
+		rec, held, err := launch(ctx, cfg, launcher, agent, session, m.Workspace)
+		return &launched{rec: rec, held: held, err: err}
 	})
 }
 
@@ -189,6 +191,7 @@ func (a *Actor) onLaunched(c actor.Context, m *launched) {
 	a.log.Info(EventAgentStart, "launcher", m.rec.Launcher, "unit", m.rec.Unit, "pid", m.rec.PID,
 		"generation", m.rec.Generation, "terminal", m.rec.Terminal, "socket", m.rec.Socket, "workspace", m.rec.Workspace)
 	a.rec = &m.rec
+	a.held = m.held // released once this generation has ended
 	a.watch(c, m.rec)
 	st, err := Describe(a.cfg.Layout, a.agent, a.session)
 	for i, p := range starts {
@@ -254,8 +257,10 @@ func (a *Actor) onEnded(c actor.Context, m *ended) {
 		reason = "gone"
 	}
 	l := a.cfg.Layout
-	rec, ex := m.rec, m.exit
+	rec, ex, held := m.rec, m.exit, a.held
+	a.held = nil
 	a.goSend(c, func(ctx context.Context) any {
+		held.Ended() // the sandbox is gone: its placeholders go (issue 11)
 		return &finished{cleanup: recordEnd(l, rec, reason, ex)}
 	})
 }
@@ -302,55 +307,61 @@ func (a *Actor) onStopping() {
 // launch prepares the terminal resource and starts the terminal: the id
 // (T5), the socket directory and ABI link (T3), the sandbox (B1–B4), then
 // the launcher; it writes the launch receipt (L2) and the agent.start event.
-func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, session, workspace string) (Receipt, error) {
+func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, session, workspace string) (rec Receipt, held *sandbox.Held, err error) {
+	defer func() {
+		if err != nil {
+			held.Ended() // the placeholders of a terminal that never ran
+			held = nil
+		}
+	}()
 	l := cfg.Layout
 	if err := layout.CheckName("session", session); err != nil {
-		return Receipt{}, err
+		return Receipt{}, nil, err
 	}
 	def, err := agentdef.Load(l, agent)
 	if err != nil {
-		return Receipt{}, err
+		return Receipt{}, nil, err
 	}
 	if !filepath.IsAbs(workspace) {
-		return Receipt{}, fmt.Errorf("workspace %q: not an absolute path: %w", workspace, ErrBadWorkspace)
+		return Receipt{}, nil, fmt.Errorf("workspace %q: not an absolute path: %w", workspace, ErrBadWorkspace)
 	}
 	if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
-		return Receipt{}, fmt.Errorf("workspace %q: not a directory: %w", workspace, ErrBadWorkspace)
+		return Receipt{}, nil, fmt.Errorf("workspace %q: not a directory: %w", workspace, ErrBadWorkspace)
 	}
 	// As on the agent socket: the runtime's own trees are never a workspace
 	// (the agent would write its .d/ controls, tools and session logs).
 	// Resolved, so a symlinked path cannot smuggle them in.
 	real, err := filepath.EvalSymlinks(workspace)
 	if err != nil {
-		return Receipt{}, fmt.Errorf("workspace %q: %v: %w", workspace, err, ErrBadWorkspace)
+		return Receipt{}, nil, fmt.Errorf("workspace %q: %v: %w", workspace, err, ErrBadWorkspace)
 	}
 	for _, own := range []string{l.Root, l.Runtime} {
 		if o, err := filepath.EvalSymlinks(own); err == nil {
 			own = o
 		}
 		if rel, err := filepath.Rel(own, real); err == nil && filepath.IsLocal(rel) {
-			return Receipt{}, fmt.Errorf("workspace %q: inside %s, which only the runtime writes: %w", workspace, own, ErrBadWorkspace)
+			return Receipt{}, nil, fmt.Errorf("workspace %q: inside %s, which only the runtime writes: %w", workspace, own, ErrBadWorkspace)
 		}
 	}
 	dir := l.TerminalDir(agent, session)
 	_, idErr := termres.ID(dir)
 	id, err := termres.Ensure(dir) // spec: T5
 	if err != nil {
-		return Receipt{}, err
+		return Receipt{}, nil, err
 	}
 	// The session directory is writable inside every sandbox of the agent,
 	// and terminal/ is only bound read-only once it exists: refuse a
 	// terminal/ that is not a real directory (a symlink planted from inside).
 	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		return Receipt{}, fmt.Errorf("terminal resource %s: not a directory", dir)
+		return Receipt{}, nil, fmt.Errorf("terminal resource %s: not a directory", dir)
 	}
 	if errors.Is(idErr, os.ErrNotExist) {
 		if err := termres.Append(dir, termres.Event{Type: termres.Created, ID: id}); err != nil {
-			return Receipt{}, err
+			return Receipt{}, nil, err
 		}
 	}
 	if err := touch(filepath.Join(dir, termres.EventsFile)); err != nil {
-		return Receipt{}, err
+		return Receipt{}, nil, err
 	}
 	gen := readHistory(dir).lastGeneration + 1
 	if c, err := ReadReceipt(CleanupReceiptPath(l, agent, session)); err == nil && c.Generation >= gen {
@@ -358,7 +369,7 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	}
 	sock := l.RuntimeTerminalSocket(agent, session)
 	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
-		return Receipt{}, fmt.Errorf("terminal socket dir: %w", err)
+		return Receipt{}, nil, fmt.Errorf("terminal socket dir: %w", err)
 	}
 	// spec: T3, L6 — the ABI path aliases the runtime socket.
 	abi := ABISocket(l, agent, session)
@@ -366,9 +377,12 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 		_ = os.Remove(abi)
 	}
 	if err := os.Symlink(sock, abi); err != nil && !errors.Is(err, os.ErrExist) {
-		return Receipt{}, fmt.Errorf("terminal ABI socket link: %w", err)
+		return Receipt{}, nil, fmt.Errorf("terminal ABI socket link: %w", err)
 	}
-	spec := Spec(l, def, session, id, workspace)
+	spec, held, err := Spec(l, def, session, id, workspace, cfg.Placeholders)
+	if err != nil {
+		return Receipt{}, nil, fmt.Errorf("terminal view: %w", err)
+	}
 	bw := cfg.Bwrap
 	ls := LaunchSpec{
 		Command: func(h Hold) ([]string, error) {
@@ -381,26 +395,26 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 		Receipt: Receipt{Kind: KindLaunch, Role: "terminal", UID: l.UID, Socket: sock, ABISocket: abi,
 			Agent: agent, Session: session, Generation: gen, Terminal: id, Workspace: workspace},
 	}
-	rec, err := launcher.Start(ctx, ls)
+	rec, err = launcher.Start(ctx, ls)
 	if err != nil {
-		return Receipt{}, err
+		return Receipt{}, nil, err
 	}
 	// Started means served: wait for ctxterm's socket (bind and listen
 	// happen together), so a watch right after start finds it.
 	if err := waitSocket(ctx, rec, ls.Log); err != nil {
 		_ = launcher.Stop(context.Background(), rec, 0)
-		return Receipt{}, err
+		return Receipt{}, nil, err
 	}
 	rec.Started = time.Now().UTC().Format(time.RFC3339Nano)
 	if err := WriteReceipt(LaunchReceiptPath(l, agent, session), rec); err != nil {
 		_ = launcher.Stop(context.Background(), rec, 0)
-		return Receipt{}, err
+		return Receipt{}, nil, err
 	}
 	if err := appendEvent(dir, daemonEvent{Type: EventAgentStart, ID: id, Launcher: rec.Launcher, Unit: rec.Unit,
 		Invocation: rec.Invocation, PID: rec.PID, Generation: gen, Workspace: workspace}); err != nil {
 		cfg.Log.Warn("record agent.start", "err", err)
 	}
-	return rec, nil
+	return rec, held, nil
 }
 
 // recordEnd writes what is left of an ended generation: an "exited" event

@@ -130,6 +130,20 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	return s
 }
 
+// SpecHeld is Spec for a sandbox that lives long (the terminal): absent
+// protected names get their placeholders too (when the view has a
+// registry), bound by path — ctxterm opens them itself, without following
+// symlinks — and held until the caller calls h.Ended() once the sandbox
+// is gone (issue 11: impossible to create where absent, in every view).
+func (v View) SpecHeld(argv []string, env map[string]string) (bwrap.Spec, *Held, error) {
+	s, h, err := v.build(argv, env, false)
+	if err != nil {
+		return bwrap.Spec{}, nil, err
+	}
+	h.Started()
+	return s, h, nil
+}
+
 // Build builds the bwrap spec of the view running argv with env, with every
 // host path that becomes a mount — workspace, protected paths and their
 // placeholders, worktree gitdirs, .d/mount sources, the agent home and the
@@ -341,7 +355,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, g wo
 		case e.Kind == workspace.KindSymlink:
 			// Never followed, never bound: a symlinked .git is only reported.
 			continue
-		case byFD && v.Placeholders != nil && top:
+		case v.Placeholders != nil && top:
 			f, release, err := v.Placeholders.Acquire(d.File, e.Rel, workspace.IsDirName(path.Base(e.Rel)))
 			if err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
@@ -349,7 +363,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, g wo
 			h.releases = append(h.releases, release)
 			mount(&s.Mounts, f, src, at, false)
 		case e.Kind == workspace.KindAbsent:
-			continue // no placeholder without a registry (the terminal)
+			continue // no placeholder without a registry
 		default:
 			f, err := safefs.OpenBeneath(d.File, e.Rel, unix.O_PATH)
 			if err != nil {
