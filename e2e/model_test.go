@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -304,5 +305,62 @@ func TestModelHistoryLeftOutIsSaid(t *testing.T) {
 	}
 	if users != 4 {
 		t.Errorf("%d user frames in the log", users)
+	}
+}
+
+// withUsage wraps an Anthropic script so its message_start and
+// message_delta report usage, as the API does.
+func withUsage(in, out, cacheRead int, script func(http.ResponseWriter, *http.Request)) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		script(rec, r)
+		lines := strings.Split(rec.Body.String(), "\n")
+		for i, l := range lines {
+			data, ok := strings.CutPrefix(l, "data: ")
+			if !ok {
+				continue
+			}
+			var ev map[string]any
+			if json.Unmarshal([]byte(data), &ev) != nil {
+				continue
+			}
+			switch ev["type"] {
+			case "message_start":
+				ev["message"].(map[string]any)["usage"] = map[string]any{"input_tokens": in, "output_tokens": 1, "cache_read_input_tokens": cacheRead}
+			case "message_delta":
+				ev["usage"] = map[string]any{"output_tokens": out}
+			default:
+				continue
+			}
+			b, _ := json.Marshal(ev)
+			lines[i] = "data: " + string(b)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, strings.Join(lines, "\n"))
+	}
+}
+
+// TestModelUsageSummed: the done frame of a model run carries the token use
+// the provider reported, summed over its turns; a run whose provider
+// reported none has no usage field (nothing is made up); ctx agent
+// sessions shows the sum. issue 18 item 3
+func TestModelUsageSummed(t *testing.T) {
+	f := newFakeProvider(t, withUsage(100, 10, 0, anthropicToolUse("toolu_1", "call", "clock")),
+		withUsage(150, 5, 80, anthropicText("It is ", "noon.")), anthropicText("no usage"))
+	w := modelWorld(t, f, "anthropic/claude-sonnet-4-5")
+	c := w.dial("m")
+	c.send(sendReq("q1", "what time is it?"))
+	got := c.until("done", 30*time.Second)
+	done := got[len(got)-1]
+	if !strings.Contains(done.raw, `"usage":{"input":250,"output":15,"cache_read":80}`) {
+		t.Errorf("done frame: %s", done.raw)
+	}
+	c.send(sendReq("q2", "again"))
+	got = c.until("done", 30*time.Second)
+	if d := got[len(got)-1]; d.Status != "ok" || strings.Contains(d.raw, "usage") {
+		t.Errorf("a run without reported usage: %s", d.raw)
+	}
+	if r := w.ctx("", "", "agent", "sessions", "m", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"input":250`) {
+		t.Errorf("sessions: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -45,6 +45,10 @@ type Frame struct {
 	// Input is a model's tool input exactly as sent, on a tool_call whose
 	// input was not a valid argv (issue 16 item 9).
 	Input string `json:"input,omitempty"`
+	// Usage is a model run's token use on its done frame: the sum over the
+	// run's turns of what the providers reported (absent when none did;
+	// issue 18 item 3).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Frame types.
@@ -169,6 +173,10 @@ func (f *Frame) MarshalJSON() ([]byte, error) {
 	str("digest", f.Digest)
 	str("prompt", f.Prompt)
 	str("layer", f.Layer)
+	field("usage", f.Usage != nil, func() {
+		j, _ := json.Marshal(f.Usage)
+		b.Write(j)
+	})
 	if f.Replay {
 		b.WriteString(`,"replay":true`)
 	}
@@ -201,4 +209,12 @@ func MarkReplay(line []byte) []byte {
 	out = append(out, line[:len(line)-1]...)
 	out = append(out, `,"replay":true}`...)
 	return append(out, '\n')
+}
+
+// Usage is token use (input, output, cache read and write tokens).
+type Usage struct {
+	Input      int64 `json:"input"`
+	Output     int64 `json:"output"`
+	CacheRead  int64 `json:"cache_read,omitempty"`
+	CacheWrite int64 `json:"cache_write,omitempty"`
 }

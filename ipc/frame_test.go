@@ -101,13 +101,17 @@ func TestFrameFieldOrder(t *testing.T) {
 // TestFrameRoundTrip: what MarshalJSON writes, encoding/json reads back
 // (the store parses events.jsonl this way).
 func TestFrameRoundTrip(t *testing.T) {
-	in := Frame{Type: TypeToolCall, Session: "s", Seq: 4, TS: "t", Run: "r", CallID: "c", Name: "tsh", Args: []string{"a", "<b>&"}}
-	var out Frame
-	if err := json.Unmarshal(in.Line(), &out); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(in, out) {
-		t.Fatalf("\n got %+v\nwant %+v", out, in)
+	for _, in := range []Frame{
+		{Type: TypeToolCall, Session: "s", Seq: 4, TS: "t", Run: "r", CallID: "c", Name: "tsh", Args: []string{"a", "<b>&"}},
+		{Type: TypeDone, Session: "s", Seq: 9, Run: "r", ID: "q", Status: StatusOK, Usage: &Usage{Input: 250, Output: 15, CacheRead: 80}}, // issue 18 item 3
+	} {
+		var out Frame
+		if err := json.Unmarshal(in.Line(), &out); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(in, out) {
+			t.Fatalf("\n got %+v\nwant %+v", out, in)
+		}
 	}
 }
 

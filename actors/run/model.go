@@ -240,6 +240,12 @@ func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
 		m.calls = append(m.calls, e.ev)
 	case provider.EventDone:
 		m.end = e.ev
+		if e.ev.Usage != nil { // issue 18 item 3: summed over the run's turns, never made up
+			if a.usage == nil {
+				a.usage = &provider.Usage{}
+			}
+			a.usage.Add(e.ev.Usage)
+		}
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/prompt"
+	"github.com/cortexfs/ctx/internal/provider"
 	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/ipc"
@@ -42,11 +43,12 @@ const (
 
 // Actor runs one run.
 type Actor struct {
-	cfg  *config.Config
-	spec Spec
-	log  *slog.Logger
-	ctx  context.Context
-	stop context.CancelFunc
+	cfg   *config.Config
+	spec  Spec
+	log   *slog.Logger
+	usage *provider.Usage // token use the providers reported over the run's turns (nil: none)
+	ctx   context.Context
+	stop  context.CancelFunc
 
 	def   *agentdef.Def
 	prep  *runprep.Prepared
@@ -625,7 +627,11 @@ func (a *Actor) finish(c actor.Context, f *ipc.Frame, status string) {
 	if f != nil {
 		a.emit(c, f)
 	}
-	a.emit(c, &ipc.Frame{Type: ipc.TypeDone, ID: a.spec.ReqID, Status: status})
+	done := &ipc.Frame{Type: ipc.TypeDone, ID: a.spec.ReqID, Status: status}
+	if u := a.usage; u != nil {
+		done.Usage = &ipc.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}
+	}
+	a.emit(c, done)
 }
 
 func (a *Actor) emit(c actor.Context, f *ipc.Frame) {

@@ -185,6 +185,7 @@ type anthropicDecoder struct {
 	order  []*anthropicBlockState // blocks in start order
 	calls  []Event
 	stop   string
+	usage  *Usage // as reported; nil when nothing was
 }
 
 type anthropicBlockState struct {
@@ -197,8 +198,12 @@ type anthropicBlockState struct {
 
 // anthropicEvent is the union of the stream's data objects.
 type anthropicEvent struct {
-	Type         string `json:"type"`
-	Index        *int   `json:"index"`
+	Type    string `json:"type"`
+	Index   *int   `json:"index"`
+	Message *struct {
+		Usage *anthropicUsage `json:"usage"`
+	} `json:"message"`
+	Usage        *anthropicUsage `json:"usage"` // message_delta: cumulative output
 	ContentBlock *struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
@@ -215,6 +220,33 @@ type anthropicEvent struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
 	} `json:"error"`
+}
+
+// anthropicUsage is the usage object of message_start and message_delta.
+type anthropicUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+}
+
+// merge takes what u reports (message_delta's counts are cumulative).
+func (u *anthropicUsage) merge(into **Usage) {
+	if u == nil {
+		return
+	}
+	if *into == nil {
+		*into = &Usage{}
+	}
+	for _, f := range []struct {
+		v   *int64
+		dst *int64
+	}{{u.InputTokens, &(*into).Input}, {u.OutputTokens, &(*into).Output},
+		{u.CacheReadInputTokens, &(*into).CacheRead}, {u.CacheCreationInputTokens, &(*into).CacheWrite}} {
+		if f.v != nil && *f.v >= 0 {
+			*f.dst = *f.v
+		}
+	}
 }
 
 // anthropicErrorStatus maps a stream error type to its documented HTTP status
@@ -242,7 +274,12 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 		d.blocks = map[int]*anthropicBlockState{}
 	}
 	switch ev.Type {
-	case "message_start", "ping":
+	case "message_start":
+		if ev.Message != nil {
+			ev.Message.Usage.merge(&d.usage)
+		}
+		return false, nil
+	case "ping":
 		return false, nil
 	case "content_block_start":
 		if ev.Index == nil || ev.ContentBlock == nil {
@@ -307,6 +344,7 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 		if ev.Delta != nil && ev.Delta.StopReason != "" {
 			d.stop = ev.Delta.StopReason
 		}
+		ev.Usage.merge(&d.usage)
 		return false, nil
 	case "message_stop":
 		// A tool_use block the output limit cut off gets no
@@ -323,7 +361,7 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 				return false, err
 			}
 		}
-		return true, emit(Event{Kind: EventDone, StopReason: d.stop})
+		return true, emit(Event{Kind: EventDone, StopReason: d.stop, Usage: d.usage})
 	case "error":
 		se := &StatusError{Provider: d.name, Code: 500}
 		if ev.Error != nil {

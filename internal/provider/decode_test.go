@@ -122,7 +122,9 @@ func TestOpenAIDecoder(t *testing.T) {
 			nil, true, nil}, // checked below: ArgsError set
 		{"other choices ignored", []string{`{"choices":[{"index":1,"delta":{"content":"no"},"finish_reason":null}]}`, "[DONE]"},
 			[]Event{{Kind: EventDone}}, true, nil},
-		{"usage chunk without choices", []string{`{"choices":[],"usage":{"prompt_tokens":1}}`, "[DONE]"}, []Event{{Kind: EventDone}}, true, nil},
+		{"usage chunk without choices", []string{`{"choices":[],"usage":{"prompt_tokens":1}}`, "[DONE]"}, []Event{{Kind: EventDone, Usage: &Usage{Input: 1}}}, true, nil},
+		{"usage with cached tokens", []string{`{"choices":[],"usage":{"prompt_tokens":120,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":100}}}`, "[DONE]"},
+			[]Event{{Kind: EventDone, Usage: &Usage{Input: 120, Output: 7, CacheRead: 100}}}, true, nil},
 		{"not json", []string{`{"choices":`}, nil, false, ErrMalformed},
 	}
 	for _, tt := range tests {

@@ -262,6 +262,12 @@ func TestMaxTokensFieldDefault(t *testing.T) {
 		if _, sent := b[other]; b[want] != float64(1024) || sent {
 			t.Errorf("%s: body sends %v=%v %v=%v", name, want, b[want], other, b[other])
 		}
+		// issue 18 item 3: the usage chunk is asked for where the request
+		// follows OpenAI's current API, never from servers that may refuse it.
+		so, asked := b["stream_options"].(map[string]any)
+		if asked != (want == "max_completion_tokens") || (asked && so["include_usage"] != true) {
+			t.Errorf("%s: stream_options %v", name, b["stream_options"])
+		}
 	}
 	if DefaultMaxTokensField("https://API.OpenAI.com/v1") != "max_completion_tokens" || DefaultMaxTokensField("http://127.0.0.1:11434/v1") != "max_tokens" {
 		t.Error("DefaultMaxTokensField")

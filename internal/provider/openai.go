@@ -77,6 +77,12 @@ type openaiRequest struct {
 	// One of these carries the configured output limit (W11).
 	MaxCompletionTokens int `json:"max_completion_tokens,omitempty"`
 	MaxTokens           int `json:"max_tokens,omitempty"`
+	// StreamOptions asks for the usage chunk; sent where the field
+	// follows OpenAI's current API (max_completion_tokens), since older
+	// compatible servers may refuse unknown fields.
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options,omitempty"`
 }
 
 type openaiMessage struct {
@@ -118,6 +124,9 @@ func (o *OpenAI) encode(req Request) ([]byte, error) {
 		out.MaxTokens = maxTokens
 	} else {
 		out.MaxCompletionTokens = maxTokens
+		out.StreamOptions = &struct {
+			IncludeUsage bool `json:"include_usage"`
+		}{IncludeUsage: true}
 	}
 	for _, t := range req.Tools {
 		var ot openaiTool
@@ -182,6 +191,7 @@ type openaiDecoder struct {
 	stop     string
 	refusal  strings.Builder // delta.refusal pieces
 	finished bool            // a finish_reason arrived
+	usage    *Usage          // the usage chunk, when the server sent one
 }
 
 type openaiCallState struct {
@@ -206,6 +216,13 @@ type openaiChunk struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
 	Error *struct {
 		Message string          `json:"message"`
 		Type    string          `json:"type"`
@@ -221,6 +238,14 @@ func (d *openaiDecoder) event(data string, emit func(Event) error) (done bool, e
 	var ch openaiChunk
 	if err := json.Unmarshal([]byte(data), &ch); err != nil {
 		return false, fmt.Errorf("%s: %w: chunk is not JSON: %w", d.name, ErrMalformed, err)
+	}
+	if u := ch.Usage; u != nil {
+		// issue 18: usage as reported (OpenAI sends it in a last chunk with
+		// stream_options.include_usage; cached tokens are part of prompt).
+		d.usage = &Usage{Input: u.PromptTokens, Output: u.CompletionTokens}
+		if u.PromptTokensDetails != nil {
+			d.usage.CacheRead = u.PromptTokensDetails.CachedTokens
+		}
 	}
 	if ch.Error != nil {
 		se := &StatusError{Provider: d.name, Code: 500, Type: bound(ch.Error.Type, 100), Message: bound(ch.Error.Message, 512)}
@@ -310,5 +335,5 @@ func (d *openaiDecoder) finish(emit func(Event) error) error {
 	if d.redact != nil {
 		refusal = d.redact(refusal)
 	}
-	return emit(Event{Kind: EventDone, StopReason: d.stop, Refusal: bound(strings.ToValidUTF8(refusal, "\uFFFD"), maxRefusal)})
+	return emit(Event{Kind: EventDone, StopReason: d.stop, Refusal: bound(strings.ToValidUTF8(refusal, "\uFFFD"), maxRefusal), Usage: d.usage})
 }

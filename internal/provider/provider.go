@@ -114,6 +114,28 @@ type Event struct {
 	// Refusal is the refusal text the provider sent (OpenAI delta.refusal),
 	// on EventDone.
 	Refusal string
+	// Usage is the turn's token use as the provider reported it, on
+	// EventDone; nil when it reported none (nothing is made up).
+	Usage *Usage
+}
+
+// Usage is token use as a provider reports it (issue 18 item 3).
+type Usage struct {
+	Input      int64 `json:"input"`
+	Output     int64 `json:"output"`
+	CacheRead  int64 `json:"cache_read,omitempty"`
+	CacheWrite int64 `json:"cache_write,omitempty"`
+}
+
+// Add adds u to t (a nil u adds nothing).
+func (t *Usage) Add(u *Usage) {
+	if u == nil {
+		return
+	}
+	t.Input += u.Input
+	t.Output += u.Output
+	t.CacheRead += u.CacheRead
+	t.CacheWrite += u.CacheWrite
 }
 
 // Truncated reports whether the turn stopped at the output limit

@@ -25,6 +25,11 @@ func TestTextOnly(t *testing.T) {
 			}
 			stop := map[string]string{KindAnthropic: "end_turn", KindOpenAI: "stop"}[kind]
 			want := []Event{{Kind: EventDelta, Text: "Hello"}, {Kind: EventDelta, Text: ", world."}, {Kind: EventDone, StopReason: stop}}
+			if kind == KindAnthropic {
+				// issue 18 item 3: input from message_start, the cumulative
+				// output of the last message_delta.
+				want[2].Usage = &Usage{Input: 25, Output: 15}
+			}
 			if got := rec.all(); !reflect.DeepEqual(got, want) {
 				t.Fatalf("events %+v, want %+v", got, want)
 			}
