@@ -95,7 +95,15 @@ func TestSessionsHistoryRmSession(t *testing.T) {
 	// A running run.
 	sleeper := w.dial("demo")
 	sleeper.send(sendReq("s1", "sleep 60", "session", "sleepy"))
-	sleeper.until("delta", 10*time.Second)
+	for {
+		f := sleeper.must(10 * time.Second)
+		if f.Type == "delta" {
+			break
+		}
+		if f.Type == "error" || f.Type == "done" {
+			t.Fatalf("the sleeping run ended: %s", f.raw)
+		}
+	}
 
 	rows := w.sessionsJSON("demo")
 	want := map[string]struct {
@@ -122,6 +130,18 @@ func TestSessionsHistoryRmSession(t *testing.T) {
 	}
 	if rows["private/sleepy"].ActiveRun == "" {
 		t.Errorf("running session without active_run: %s", rows["private/sleepy"].raw)
+	}
+	// ctx ps: both active runs, across agents, with state and the call
+	// in flight. issue 18 item 2
+	ps := w.mustCtx("ps", "--json")
+	t.Logf("ctx ps --json:\n%s", ps)
+	if !strings.Contains(ps, `"agent":"demo","session":"sleepy"`) || !strings.Contains(ps, `"state":"running"`) ||
+		!strings.Contains(ps, `"agent":"ap","session":"pending","scope":"private","run":"`+apRun+`","state":"waiting-approval"`) ||
+		!strings.Contains(ps, `"in_flight":"mark"`) || strings.Contains(ps, `"session":"default"`) {
+		t.Errorf("ctx ps --json:\n%s", ps)
+	}
+	if text := w.mustCtx("ps"); !strings.Contains(text, "AGENT") || !strings.Contains(text, "sleepy") || !strings.Contains(text, "waiting-approval") {
+		t.Errorf("ctx ps:\n%s", text)
 	}
 	apRows := w.sessionsJSON("ap")
 	if p := apRows["private/pending"]; p.State != "waiting-approval" || p.ActiveRun != apRun || p.Approval == nil || p.Approval.Name != "mark" {

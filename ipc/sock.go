@@ -35,9 +35,12 @@ func Listen(path string) (*net.UnixListener, error) {
 			return nil, fmt.Errorf("listen %s: remove stale socket: %w", path, err)
 		}
 	}
-	old := unix.Umask(0o177)
+	// No umask change: it is process-wide, and a directory another
+	// goroutine made meanwhile came out 0600 (untraversable: a sandbox
+	// could not chdir into its own home). The socket is born in the 0700
+	// directory, made 0600 before it accepts, and every peer's uid is
+	// checked anyway (A4).
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	unix.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}

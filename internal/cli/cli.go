@@ -96,6 +96,7 @@ type CLI struct {
 	Terminal TerminalCmd `cmd:"" help:"Terminal resources of agent sessions. Example: ctx terminal status demo"`
 	Doctor   DoctorCmd   `cmd:"" help:"Check that this machine can run ctx safely; name the fix for each failure. Example: ctx doctor"`
 	Logs     LogsCmd     `cmd:"" help:"Print the daemon's log (the journal when the systemd unit runs it). Example: ctx logs -f"`
+	Ps       PsCmd       `cmd:"" help:"What is running now: active runs across agents and live terminals. Example: ctx ps"`
 	Units    UnitsCmd    `cmd:"" name:"install-units" help:"Write the systemd user units (socket activation). Example: ctx install-units"`
 	Compl    ComplCmd    `cmd:"" name:"completion" help:"Print a shell completion script. Example: source <(ctx completion bash)"`
 	Cands    CandsCmd    `cmd:"" name:"__complete" hidden:"" help:"Completion candidates for the shell scripts."`

@@ -39,7 +39,7 @@ func EnsureEtc(l layout.Layout) error {
 		}
 	}
 	link := EtcDir(l)
-	tmp := link + ".new"
+	tmp := link + ".new-" + filepath.Base(gen) // concurrent builders never share it
 	_ = os.Remove(tmp)
 	if err := os.Symlink(filepath.Base(gen), tmp); err != nil {
 		return fmt.Errorf("etc snapshot: %w", err)

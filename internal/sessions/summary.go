@@ -69,6 +69,11 @@ type Summary struct {
 	// ActiveRun is the run the log ends inside, if any.
 	ActiveRun string    `json:"active_run,omitempty"`
 	Approval  *Approval `json:"approval,omitempty"`
+	// Since is the ts the active run began; ToolCalls counts its tool
+	// calls so far; InFlight names the call it waits on (no result yet).
+	Since     string `json:"since,omitempty"`
+	ToolCalls int    `json:"tool_calls,omitempty"`
+	InFlight  string `json:"in_flight,omitempty"`
 	// Usage sums the usage fields of the done frames that carry one;
 	// UsageRuns says how many did. Both are absent when none did: no
 	// number is made up.
@@ -90,6 +95,10 @@ type summarizer struct {
 	open     string
 	pending  map[string]*Approval // call id -> request, for the open run
 	titleSet bool
+	since    string // ts of the open run's first frame
+	calls    int    // tool calls of the open run
+	inFlight string // the open run's call without a result, as a command
+	flightID string
 }
 
 func (z *summarizer) frame(f *Frame) {
@@ -105,12 +114,17 @@ func (z *summarizer) frame(f *Frame) {
 			z.lastRun = f.Run
 			z.s.Runs++
 			z.pending = nil
+			z.since, z.calls, z.inFlight, z.flightID = f.TS, 0, "", ""
 		}
 		z.open = f.Run
 		if f.Type == ipc.TypeUser && !z.titleSet {
 			z.s.Title, z.titleSet = Title(f.Text), true
 		}
 	case ipc.TypeToolCall:
+		if f.Run == z.open && z.open != "" {
+			z.calls++
+			z.inFlight, z.flightID = Command(f.Name, f.Args), f.CallID
+		}
 		if !z.titleSet && f.Run == z.open {
 			// A tsh op has no user message: its tool call names it.
 			z.s.Title, z.titleSet = Title("tsh "+f.Name+" "+strings.Join(f.Args, " ")), true
@@ -126,6 +140,9 @@ func (z *summarizer) frame(f *Frame) {
 		delete(z.pending, f.ID)
 	case ipc.TypeToolResult:
 		delete(z.pending, f.CallID)
+		if f.CallID == z.flightID {
+			z.inFlight, z.flightID = "", ""
+		}
 	case ipc.TypeDone:
 		if f.Run == z.open {
 			z.open, z.pending = "", nil
@@ -145,6 +162,9 @@ func (z *summarizer) frame(f *Frame) {
 func (z *summarizer) finish(daemonUp bool) Summary {
 	s := z.s
 	s.ActiveRun = z.open
+	if z.open != "" {
+		s.Since, s.ToolCalls, s.InFlight = z.since, z.calls, Clean(z.inFlight)
+	}
 	for _, a := range z.pending {
 		if s.Approval == nil || a.ID < s.Approval.ID {
 			s.Approval = a // one, chosen the same way every time
