@@ -51,7 +51,10 @@ func init() {
 			{"personality_change", unix.SYS_PERSONALITY, [6]uintptr{0x0040000}},
 			// Controls: these must not be refused by the filter.
 			{"control_ioctl_tcgets", unix.SYS_IOCTL, [6]uintptr{neg, unix.TCGETS, bad}},
-			{"control_unshare_files", unix.SYS_UNSHARE, [6]uintptr{unix.CLONE_FILES}},
+			// CLONE_SYSVSEM: no namespace flag, and harmless to the Go runtime
+			// (CLONE_FILES would give this thread a descriptor table without
+			// the runtime's epoll descriptor).
+			{"control_unshare_sysvsem", unix.SYS_UNSHARE, [6]uintptr{unix.CLONE_SYSVSEM}},
 			{"control_personality_query", unix.SYS_PERSONALITY, [6]uintptr{0xffffffff}},
 		}
 		for _, c := range calls {

@@ -121,8 +121,7 @@ func Start(o Options) (*Proc, error) {
 	}
 	if o.Place != nil {
 		if err := o.Place(cmd.Process.Pid); err != nil {
-			_ = cmd.Process.Kill() // before the block pipe closes: EOF would release bwrap
-			_ = cmd.Wait()
+			killHeld(cmd) // before the block pipe closes: EOF would release bwrap's child
 			launch.Abort()
 			return nil, fmt.Errorf("start %s: place: %w", o.Spec.Argv[0], err)
 		}
@@ -135,6 +134,18 @@ func Start(o Options) (*Proc, error) {
 	}
 	p.release = release
 	return p, nil
+}
+
+// killHeld ends a bwrap still held on its block pipe, and the child it
+// has already cloned (which would otherwise run once the pipe reads EOF),
+// then reaps bwrap.
+func killHeld(cmd *exec.Cmd) {
+	for _, pid := range Descendants(cmd.Process.Pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
 }
 
 // startIn starts cmd; with enter, from an OS thread that enter moved into
@@ -195,8 +206,7 @@ func (p *Proc) startHeld(o Options, cmd *exec.Cmd) error {
 		return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 	}
 	if err := o.Place(cmd.Process.Pid); err != nil {
-		_ = cmd.Process.Kill() // before the block pipe closes: EOF would release bwrap
-		_ = cmd.Wait()
+		killHeld(cmd) // before the block pipe closes: EOF would release bwrap's child
 		pw.Close()
 		return fmt.Errorf("start %s: place: %w", o.Spec.Argv[0], err)
 	}
