@@ -98,6 +98,22 @@ func newWorld(t testing.TB) *world {
 	return w
 }
 
+// workspace makes a workspace directory that outlives the daemon: it is
+// removed with the world's base after the daemon stopped, so nothing the
+// daemon still does there (placeholders going) races a test's cleanup.
+func (w *world) workspace() string {
+	w.t.Helper()
+	base := filepath.Dir(w.root)
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	d, err := os.MkdirTemp(base, "ws")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return d
+}
+
 func (w *world) env(extra ...string) []string {
 	return append([]string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",

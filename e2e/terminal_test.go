@@ -33,7 +33,7 @@ func termWorld(t *testing.T, extra ...string) (*world, string) {
 	os.MkdirAll(filepath.Join(w.root, "tool", "bash.d"), 0o755)
 	os.WriteFile(filepath.Join(w.root, "tool", "bash.d", "tool.json"), []byte(`{"description":"bash","interactive":true}`), 0o644)
 	w.agent("t1", nil)
-	ws := t.TempDir()
+	ws := w.workspace()
 	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
 		t.Logf("git init: %v %s (using a bare .git directory)", err, out)
 		os.MkdirAll(filepath.Join(ws, ".git"), 0o755)

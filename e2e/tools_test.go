@@ -184,7 +184,7 @@ func approvalWorld(t *testing.T, timeout string) (*world, string) {
 	w.start("CTX_APPROVAL_TIMEOUT=" + timeout)
 	w.tool("mark", markTool)
 	w.agent("ap", map[string]string{"tools": "mark\n", "approval": "ask\n"})
-	return w, t.TempDir()
+	return w, w.workspace()
 }
 
 // TestApproval: only allow_once runs the prepared call; deny, timeout, EOF,
