@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
+	"github.com/cortexfs/ctx/internal/safefs"
 )
 
 // StateFileName is the session's tool context file (interfaces.md "Tools and tsh").
@@ -210,7 +211,7 @@ func cutUTF8(s string, n int) string {
 // before every run: a symlink is not followed, and a FIFO or device is
 // refused without blocking (O_NONBLOCK), never waited on.
 func ReadState(path string) (State, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, _, err := safefs.OpenRegular(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return State{Version: 1}, nil
@@ -218,11 +219,6 @@ func ReadState(path string) (State, error) {
 		return State{}, fmt.Errorf("tool context %s: %w", path, err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil {
-		return State{}, fmt.Errorf("tool context %s: %w", path, err)
-	} else if !st.Mode().IsRegular() {
-		return State{}, fmt.Errorf("tool context %s: not a regular file", path)
-	}
 	var s State
 	dec := json.NewDecoder(&limitedReader{f: f, n: maxStateSize})
 	if err := dec.Decode(&s); err != nil {

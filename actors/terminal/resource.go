@@ -17,6 +17,7 @@ import (
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/procstat"
+	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/termres"
 	"github.com/cortexfs/ctx/internal/workspace"
@@ -194,18 +195,11 @@ func readHistory(dir string) history {
 // starting after a line break when the file is longer (never a cut line).
 // The final component is not followed; only a regular file is read.
 func readTail(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, st, err := safefs.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
 	off := max(st.Size()-limit, 0)
 	b, err := io.ReadAll(io.NewSectionReader(f, off, limit))
 	if err != nil {

@@ -7,9 +7,8 @@ import (
 	"os"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/safefs"
 )
 
 // ReadLabel reads agent/<name>.d/label: one LF-terminated line holding a
@@ -17,7 +16,7 @@ import (
 // (matched only by '*'); anything else malformed is an error, and the caller
 // fails closed.
 func ReadLabel(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, _, err := safefs.OpenRegular(path) // was the one copy without the regular-file check
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return "", nil

@@ -45,9 +45,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/safefs"
 )
 
 // MaxSize bounds a policy file.
@@ -184,7 +183,10 @@ func Parse(kind Kind, file string, data []byte) (*Policy, error) {
 // failure to read it is an error (the caller fails closed). The final
 // component is opened without following a symlink.
 func Load(kind Kind, path string) (*Policy, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, _, err := safefs.OpenRegular(path)
+	if errors.Is(err, safefs.ErrNotRegular) {
+		return nil, &ParseError{File: path, Msg: "not a regular file"}
+	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
@@ -192,13 +194,6 @@ func Load(kind Kind, path string) (*Policy, error) {
 		return nil, fmt.Errorf("%s %s: %w", kind, path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", kind, path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &ParseError{File: path, Msg: "not a regular file"}
-	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", kind, path, err)

@@ -5,7 +5,6 @@ package sandbox
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path"
@@ -13,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -538,13 +536,5 @@ func worktreeGitDirs(l layout.Layout, workspace string) []bwrap.Mount {
 // readSmall reads at most 4 KiB of a regular file without following a
 // symlink in its last component and without blocking on a FIFO.
 func readSmall(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, os.ErrInvalid
-	}
-	return io.ReadAll(io.LimitReader(f, 4<<10))
+	return safefs.ReadRegular(path, 4<<10)
 }

@@ -11,9 +11,8 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/safefs"
 )
 
 // MaxMetaSize bounds tool.json.
@@ -44,7 +43,7 @@ func ReadMeta(dir, name string) (Meta, error) {
 		return Meta{}, fmt.Errorf("tool metadata: %w", err)
 	}
 	p := MetaPath(dir, name)
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, _, err := safefs.OpenRegular(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return Meta{}, nil
@@ -52,13 +51,6 @@ func ReadMeta(dir, name string) (Meta, error) {
 		return Meta{}, fmt.Errorf("tool metadata %s: %w", p, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Meta{}, fmt.Errorf("tool metadata %s: %w", p, err)
-	}
-	if !st.Mode().IsRegular() {
-		return Meta{}, fmt.Errorf("tool metadata %s: not a regular file", p)
-	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxMetaSize+1))
 	if err != nil {
 		return Meta{}, fmt.Errorf("tool metadata %s: %w", p, err)
