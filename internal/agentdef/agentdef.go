@@ -18,6 +18,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/limits"
+	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
@@ -260,21 +261,16 @@ func ReadProtect(ctl string) (workspace.Grants, error) {
 func readControl(path string) ([]byte, error) {
 	// O_NOFOLLOW: a symlink is refused, never followed; O_NONBLOCK: a FIFO
 	// cannot block the open (it is then refused as not a regular file).
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ELOOP) {
+	f, st, err := safefs.OpenRegular(path)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
 		return nil, fmt.Errorf("%s: a symlink (control files are never followed): %w", path, ErrInvalid)
-	}
-	if err != nil {
+	case errors.Is(err, safefs.ErrNotRegular):
+		return nil, fmt.Errorf("%s: not a regular file: %w", path, ErrInvalid)
+	case err != nil:
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file: %w", path, ErrInvalid)
-	}
 	if st.Size() > MaxControl {
 		return nil, fmt.Errorf("%s: larger than %d bytes: %w", path, MaxControl, ErrInvalid)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/safefs"
 )
 
 // FileName is the provider file under CTX_ROOT.
@@ -175,21 +175,16 @@ func Load(root string, uid int, getenv func(string) string) (Config, error) {
 }
 
 func readConfigFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, st, err := safefs.OpenRegular(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
-	}
-	if err != nil {
+	case errors.Is(err, safefs.ErrNotRegular):
+		return nil, fmt.Errorf("%s: %w: not a regular file", path, ErrConfig)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w: not a regular file", path, ErrConfig)
-	}
 	// A file others can write could redirect base_url and so the key.
 	if st.Mode().Perm()&0o022 != 0 {
 		return nil, fmt.Errorf("%s: %w: mode %04o is writable by group or others", path, ErrConfig, st.Mode().Perm())
@@ -340,21 +335,16 @@ func checkKey(k string) error {
 // 0600. The key is the file's content without surrounding white space.
 // spec: B4, D9
 func readSecret(path string, uid int) (Secret, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, st, err := safefs.OpenRegular(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return Secret{}, nil
-	}
-	if err != nil {
+	case errors.Is(err, safefs.ErrNotRegular):
+		return Secret{}, fmt.Errorf("%w: secrets file %s: not a regular file", ErrCredentials, path)
+	case err != nil:
 		return Secret{}, fmt.Errorf("%w: secrets file: %w", ErrCredentials, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Secret{}, fmt.Errorf("%w: secrets file: %w", ErrCredentials, err)
-	}
-	if !st.Mode().IsRegular() {
-		return Secret{}, fmt.Errorf("%w: secrets file %s: not a regular file", ErrCredentials, path)
-	}
 	if perm := st.Mode().Perm(); perm&^0o600 != 0 {
 		return Secret{}, fmt.Errorf("%w: secrets file %s: mode %04o, want 0600", ErrCredentials, path, perm)
 	}
