@@ -1,7 +1,7 @@
 # ctx — build, test, demo, bench. See README.md.
 GO      ?= go
 export CGO_ENABLED := 0
-PKGS    := ./cmd/ctx ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./examples/demo-agent
+PKGS    := ./cmd/ctx ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./cmd/ctxtools ./examples/demo-agent ./examples/fixer-agent
 PREFIX  ?= /usr/local
 
 .PHONY: build install test test-short test-systemd vet demo bench fuzz fuzz-keep clean
@@ -16,10 +16,11 @@ build:
 	@mkdir -p bin
 	$(GO) build -o bin/ $(PKGS)
 
-# tsh, ctxterm and agent.update sit beside ctx: the daemon installs them into CTX_ROOT from there.
+# tsh, ctxterm, agent.update and ctxtools (the standard toolset) sit beside ctx:
+# the daemon and `ctx init` install them into CTX_ROOT from there.
 install: build
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR)
-	install -m 0755 bin/ctx bin/ctxterm bin/tsh bin/agent.update agent.sh $(DESTDIR)$(BINDIR)/
+	install -m 0755 bin/ctx bin/ctxterm bin/tsh bin/agent.update bin/ctxtools agent.sh $(DESTDIR)$(BINDIR)/
 	env -u CTX_ROOT -u CTX_RUNTIME_DIR bin/ctx install-units --dir $(DESTDIR)$(UNITDIR) --bin $(BINDIR)/ctx
 	bin/ctx completion bash > $(DESTDIR)$(BASHDIR)/ctx
 	bin/ctx completion zsh  > $(DESTDIR)$(ZSHDIR)/_ctx
@@ -29,8 +30,10 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
-# Every test, with the race detector (needs cgo for -race).
+# Every test, with the race detector (needs cgo for -race). scripts/deps.sh
+# installs what is missing when run as root, else names the command to run.
 test: build vet
+	@bash scripts/deps.sh test
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m ./...
 
 test-short: build
@@ -41,8 +44,10 @@ test-short: build
 test-systemd:
 	bash e2e/systemd/run.sh
 
-# The demo: a temp CTX_ROOT, the clock tool, the demo agent, one question.
+# The demo (issue 12): a temp CTX_ROOT and git repository with a failing
+# test; a scripted agent finds and fixes the bug with the standard tools.
 demo: build
+	@bash scripts/deps.sh demo
 	bash examples/demo.sh
 
 # Benchmarks compare against a baseline in the same run; see README "Performance".

@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,4 +190,59 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 	b.ReportMetric(float64(placed)/float64(bare), "placed/nocgroup")
 	b.ReportMetric(float64(entered)/float64(bare), "born-in/nocgroup")
 	b.Logf("mode %s: %s", m.Mode(), m.Describe())
+}
+
+// BenchmarkToolsetReadEdit measures, interleaved in one run, a `read` and an
+// `edit` of the standard toolset through the runtime (the tsh op over the
+// socket, every authority layer, the sandbox, durable frames) against the
+// same operation by `cat` and `sed -i` in a bare bwrap (issue 12).
+func BenchmarkToolsetReadEdit(b *testing.B) {
+	w := newStdWorld(b)
+	w.start()
+	w.mustCtx("agent", "create", "tb", "--exec", binDir+"/testagent")
+	ws := w.workspace()
+	var src strings.Builder
+	for i := 0; i < 500; i++ {
+		fmt.Fprintf(&src, "line %d: the quick brown fox\n", i)
+	}
+	src.WriteString("marker: one\n")
+	file := filepath.Join(ws, "f.txt")
+	os.WriteFile(file, []byte(src.String()), 0o644)
+	c := w.dial("tb")
+	call := func(id string, args ...string) {
+		c.send(map[string]any{"op": "tsh", "id": id, "session": "bench", "workspace": ws, "args": append([]string{"call"}, args...)})
+		got := c.until("done", 20*time.Second)
+		if got[len(got)-1].Status != "ok" {
+			b.Fatalf("%v: %v", args, got)
+		}
+	}
+	bare := func(args ...string) {
+		argv := append([]string{"--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--bind", ws, ws, "--chdir", ws}, args...)
+		if out, err := exec.Command("/usr/bin/bwrap", argv...).CombinedOutput(); err != nil {
+			b.Fatalf("%v %s", err, out)
+		}
+	}
+	var read, edit, cat, sed time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		call(fmt.Sprintf("r%d", i), "read", "f.txt")
+		read += time.Since(t0)
+		t0 = time.Now()
+		call(fmt.Sprintf("e%d", i), "edit", "f.txt", "marker: one", "marker: two")
+		edit += time.Since(t0)
+		t0 = time.Now()
+		bare("cat", "f.txt")
+		cat += time.Since(t0)
+		t0 = time.Now()
+		bare("sed", "-i", "s/marker: two/marker: one/", "f.txt") // undoes the edit: every round starts alike
+		sed += time.Since(t0)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(read.Microseconds())/n/1000, "read-ms")
+	b.ReportMetric(float64(edit.Microseconds())/n/1000, "edit-ms")
+	b.ReportMetric(float64(cat.Microseconds())/n/1000, "bwrap-cat-ms")
+	b.ReportMetric(float64(sed.Microseconds())/n/1000, "bwrap-sed-ms")
+	b.ReportMetric(float64(read)/float64(cat), "read/cat")
+	b.ReportMetric(float64(edit)/float64(sed), "edit/sed")
 }

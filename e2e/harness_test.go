@@ -70,6 +70,19 @@ func setup(m *testing.M) (int, error) {
 			return 1, err
 		}
 	}
+	// std/ holds ctx with ctxtools beside it: a daemon started from there
+	// installs the standard toolset (issue 12); other worlds do not get it.
+	if err := os.MkdirAll(dir+"/std", 0o755); err != nil {
+		return 1, err
+	}
+	for _, b := range []string{"ctx", "tsh", "ctxterm", "agent.update"} {
+		if err := os.Link(dir+"/"+b, dir+"/std/"+b); err != nil {
+			return 1, err
+		}
+	}
+	if err := build(dir+"/std/ctxtools", "", "./cmd/ctxtools"); err != nil {
+		return 1, err
+	}
 	return m.Run(), nil
 }
 
@@ -95,6 +108,14 @@ func newWorld(t testing.TB) *world {
 	t.Cleanup(func() { os.RemoveAll(base) })
 	w := &world{t: t, root: base + "/root", run: base + "/run", ctxBin: binDir + "/ctx"}
 	t.Cleanup(w.stopQuiet)
+	return w
+}
+
+// newStdWorld is a world whose daemon installs the standard toolset
+// from the ctxtools beside its ctx (issue 12).
+func newStdWorld(t testing.TB) *world {
+	w := newWorld(t)
+	w.ctxBin = binDir + "/std/ctx"
 	return w
 }
 

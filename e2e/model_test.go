@@ -108,6 +108,13 @@ func modelWorld(t *testing.T, f *fakeProvider, model string) *world {
 	w.start("ANTHROPIC_BASE_URL="+f.url, "ANTHROPIC_API_KEY="+testKey, "OPENAI_BASE_URL="+f.url+"/v1", "OPENAI_API_KEY="+testKey)
 	w.tool("clock", "#!/bin/sh\necho 2026-12-02 12:00:00\n")
 	w.mustCtx("agent", "create", "m", "--model", model)
+	// issue 12: a model agent's default policy allows the standard
+	// toolset; widen it for the test's clock, as a person would.
+	pol, err := os.ReadFile(filepath.Join(w.root, "agent", "m.d", "policy"))
+	if err != nil || !strings.Contains(string(pol), "allow tool bash\n") {
+		t.Fatalf("default policy of a model agent: %q %v", pol, err)
+	}
+	w.writeControl("m", "policy", string(pol)+"allow tool clock\n")
 	return w
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/toolset"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -109,6 +110,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer func() { stopCtl(); <-ctlDone }()
 	if err := installTool(d.BinDir, l); err != nil {
 		cfg.Log.Warn("install the agent.update tool", "err", err)
+	}
+	// issue 12: the standard toolset from the ctxtools beside the daemon
+	// (an upgrade reaches CTX_ROOT/tool on the next start); a user's own
+	// tool of the same name is kept.
+	if bin := filepath.Join(d.BinDir, toolset.Binary); d.BinDir != "" && fileExists(bin) {
+		if rep, err := toolset.Install(bin, l.ToolDir()); err != nil {
+			cfg.Log.Warn("install the standard toolset", "err", err)
+		} else if len(rep.Kept) > 0 {
+			cfg.Log.Info("standard tools not installed: a tool of that name is the user's own", "kept", rep.Kept)
+		}
 	}
 	ln := d.Listener
 	if ln == nil {
@@ -327,6 +338,8 @@ func installTool(src string, l layout.Layout) error {
 	}
 	return atomicfile.WriteFile(meta, []byte(ctlsock.ToolJSON), 0o644)
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func copyIfChanged(src, dst string) error {
 	in, err := os.Open(src)

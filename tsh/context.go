@@ -63,7 +63,7 @@ func (s *State) Find(name string) int {
 // Load adds or refreshes a tool (name, description, path) as the newest load,
 // keeping its pin.
 func (s *State) Load(l Loaded) {
-	l.Description = oneLine(l.Description, maxDescription)
+	l.Description = strings.Join(descriptionLines(l.Description), "\n")
 	l.Order = s.Next
 	s.Next++
 	if i := s.Find(l.Name); i >= 0 {
@@ -170,18 +170,43 @@ func renderContext(ts []Loaded, evicted int) string {
 		if t.Pinned {
 			b.WriteString(" (pinned)")
 		}
-		if d := oneLine(t.Description, maxDescription); d != "" {
-			b.WriteString(": " + d)
+		lines := descriptionLines(t.Description)
+		if len(lines) > 0 {
+			b.WriteString(": " + lines[0])
 		}
 		if t.Path != "" {
 			b.WriteString(" [" + oneLine(t.Path, 4096) + "]")
 		}
 		b.WriteString("\n")
+		for _, l := range lines[min(1, len(lines)):] {
+			b.WriteString("  " + l + "\n") // a multi-line description keeps its lines (issue 12)
+		}
 	}
 	if evicted > 0 {
 		fmt.Fprintf(&b, "(%d unpinned evicted; still callable)\n", evicted)
 	}
 	return b.String()
+}
+
+// descriptionLines is a description as printable lines, blank ones
+// dropped, at most maxDescription bytes in all.
+func descriptionLines(desc string) []string {
+	var out []string
+	for _, l := range strings.Split(cutUTF8(desc, maxDescription), "\n") {
+		if l = oneLine(l, maxDescription); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Summary is a description's first line: what `tsh list` shows (the
+// whole description reaches the tool context once the tool is loaded).
+func Summary(desc string) string {
+	if l := descriptionLines(desc); len(l) > 0 {
+		return l[0]
+	}
+	return ""
 }
 
 // oneLine makes s a single line of printable text at most max bytes.

@@ -215,7 +215,7 @@ func (s *Shell) list() int {
 		if e.Err != nil || !s.decide(e.Name, e.Dir).Allowed {
 			continue // only tools this session could call are listed
 		}
-		if d := oneLine(e.Meta.Description, maxDescription); d != "" {
+		if d := Summary(e.Meta.Description); d != "" { // the first line; `load` adds the rest to the context
 			fmt.Fprintf(s.Stdout, "%s\t%s\n", e.Name, d)
 		} else {
 			fmt.Fprintf(s.Stdout, "%s\n", e.Name)

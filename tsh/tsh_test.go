@@ -53,7 +53,8 @@ func TestContextText(t *testing.T) {
 	st.Load(Loaded{Name: "c", Description: "tool c", Path: "/ctx/tool/c", Pinned: true})
 	full := ContextText(st, 0)
 	want := "Tools loaded through tsh (run one with: tsh call NAME [ARGS...]):\n" +
-		"- a: tool a second line [/ctx/tool/a]\n" +
+		"- a: tool a [/ctx/tool/a]\n" +
+		"  second line\n" + // issue 12: a description's lines stay lines, indented under the tool
 		"- b: tool b [/ctx/tool/b]\n" +
 		"- c (pinned): tool c [/ctx/tool/c]\n"
 	if full != want {
@@ -378,5 +379,24 @@ func TestShellContextCommands(t *testing.T) {
 	run(0, "which", "grep")
 	if out.String() != filepath.Join(tools, "grep")+"\n" {
 		t.Fatalf("which %q", out)
+	}
+}
+
+// spec: issue 12 — a multi-line tool description: `tsh list` shows its
+// first line, the tool context keeps every line (indented), control
+// characters never pass.
+func TestMultiLineDescription(t *testing.T) {
+	desc := "Print a file with line numbers.\n\nargv: read PATH [--offset N]\nexample: read main.go\x1b[31m\n"
+	if got := Summary(desc); got != "Print a file with line numbers." {
+		t.Errorf("summary %q", got)
+	}
+	var st State
+	st.Load(Loaded{Name: "read", Description: desc, Path: "/ctx/tool/read"})
+	want := "Tools loaded through tsh (run one with: tsh call NAME [ARGS...]):\n" +
+		"- read: Print a file with line numbers. [/ctx/tool/read]\n" +
+		"  argv: read PATH [--offset N]\n" +
+		"  example: read main.go [31m\n"
+	if got := ContextText(st, DefaultContextBudget); got != want {
+		t.Errorf("context:\n%q\nwant\n%q", got, want)
 	}
 }

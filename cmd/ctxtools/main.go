@@ -2,7 +2,7 @@
 // tool named by the base name of argv[0] (bash, read, write, edit,
 // apply_patch, grep, glob, ls, fetch), as `ctx init` installs it in
 // CTX_ROOT/tool/. `ctxtools NAME ARGS…` runs NAME too; `ctxtools` alone
-// lists the tools. See internal/stdtool.
+// lists the tools, `ctxtools --meta` prints their tool.json texts. See internal/stdtool.
 package main
 
 import (
@@ -19,6 +19,11 @@ import (
 func main() {
 	name, args := filepath.Base(os.Args[0]), os.Args[1:]
 	if name == "ctxtools" {
+		if len(args) == 1 && args[0] == "--meta" {
+			// what `ctx init` installs: every tool's name and tool.json
+			os.Stdout.Write(stdtool.MetaList())
+			return
+		}
 		if len(args) == 0 {
 			for _, t := range stdtool.Tools() {
 				fmt.Println(t.Usage)

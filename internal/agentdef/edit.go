@@ -16,6 +16,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/policy"
+	"github.com/cortexfs/ctx/internal/toolset"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
@@ -96,7 +97,7 @@ func Create(l layout.Layout, name string, o CreateOptions) error {
 	// rm cannot change the kind, tools or approval of the new agent.
 	files := []struct{ name, value string }{
 		{"window", window + "\n"}, // spec: W1
-		{"approval", ""}, {"tools", ""}, {"model", ""}, {"abi", ""},
+		{"approval", ""}, {"tools", ""}, {"model", ""}, {"abi", ""}, {"policy", ""},
 	}
 	if o.Approval != "" {
 		files[1].value = o.Approval + "\n"
@@ -109,6 +110,11 @@ func Create(l layout.Layout, name string, o CreateOptions) error {
 	}
 	if o.Exec != "" {
 		files[4].value = ABI + "\n"
+	} else {
+		// issue 12: a model agent may use the standard toolset (and the
+		// tools named with --tools) out of the box; the file says how to
+		// narrow or widen it.
+		files[5].value = toolset.DefaultPolicy(o.Tools)
 	}
 	var written []string
 	undo := func(err error) error {

@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"strings"
+
 	"github.com/coreos/go-systemd/v22/activation"
 
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/fdhygiene"
+	"github.com/cortexfs/ctx/internal/toolset"
 	"github.com/cortexfs/ctx/supervisor"
 )
 
@@ -70,5 +73,14 @@ func (c *InitCmd) Run(env *Env) error {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "CTX_ROOT %s ready\n", env.Layout.Root)
+	// issue 12: the standard toolset, from the ctxtools binary beside ctx.
+	rep, err := toolset.Install(filepath.Join(selfDir(), toolset.Binary), env.Layout.ToolDir())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "tools %s in %s\n", strings.Join(rep.Installed, " "), env.Layout.ToolDir())
+	if len(rep.Kept) > 0 {
+		fmt.Fprintf(env.Stdout, "kept your own %s (not installed by ctx; the standard one of that name is not installed)\n", strings.Join(rep.Kept, " "))
+	}
 	return nil
 }

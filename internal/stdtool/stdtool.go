@@ -95,6 +95,24 @@ func (t *Tool) MetaJSON() []byte {
 	return append(b, '\n')
 }
 
+// MetaList is every tool's name and tool.json as one JSON array: what
+// `ctxtools --meta` prints for `ctx init` (internal/toolset).
+func MetaList() []byte {
+	type entry struct {
+		Name string `json:"name"`
+		Meta Meta   `json:"meta"`
+	}
+	var es []entry
+	for _, t := range Tools() {
+		es = append(es, entry{t.Name, t.Meta})
+	}
+	b, err := json.Marshal(es)
+	if err != nil {
+		panic(err)
+	}
+	return append(b, '\n')
+}
+
 // Failure is an error the tool reports as its refusal: exit status 1 and
 // the message as the result.
 type Failure struct{ Msg string }
@@ -141,4 +159,3 @@ func Main(ctx context.Context, name string, args []string, stdout, stderr io.Wri
 	}
 	return 0
 }
-
