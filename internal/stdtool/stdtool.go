@@ -141,4 +141,3 @@ func Main(ctx context.Context, name string, args []string, stdout, stderr io.Wri
 	}
 	return 0
 }
-
