@@ -15,7 +15,9 @@ type Args struct {
 
 // Parse parses args for t: flags may come before or after the positional
 // arguments, `--` ends flags (every later word is positional), a value flag
-// takes the next word or `--name=value`, a lone `-` is positional. An
+// takes the next word or `--name=value`. Only a word spelled like a flag
+// (flagName: `-x`, `--name`, `--name=value`) is taken for one; `-`, `-1`,
+// `- item` or a multi-line text starting with a dash is positional. An
 // unknown flag, a missing value or a wrong number of positional arguments
 // is an error that names the problem.
 func Parse(t *Tool, args []string) (*Args, error) {
@@ -33,11 +35,13 @@ func Parse(t *Tool, args []string) (*Args, error) {
 			a.Pos = append(a.Pos, args[i+1:]...)
 			break
 		}
-		if len(w) < 2 || w[0] != '-' {
+		name, val, hasVal := strings.Cut(w, "=")
+		if !flagName(name) {
+			// "-", "-1", "- item", "--- a/x": text, not a flag (write and
+			// edit take file text that often starts with a dash)
 			a.Pos = append(a.Pos, w)
 			continue
 		}
-		name, val, hasVal := strings.Cut(w, "=")
 		f, ok := byName[name]
 		if !ok {
 			return nil, fmt.Errorf("unknown flag %s (put -- before an argument that starts with -)", name)
@@ -67,6 +71,30 @@ func Parse(t *Tool, args []string) (*Args, error) {
 		return nil, fmt.Errorf("takes at most %d argument(s), got %d: %s", t.Max, len(a.Pos), quoteWords(a.Pos))
 	}
 	return a, nil
+}
+
+// flagName reports whether w is spelled like a flag: one or two dashes,
+// then a letter, then letters, digits, '-' or '_'. Anything else that starts
+// with a dash is a positional argument.
+func flagName(w string) bool {
+	switch {
+	case strings.HasPrefix(w, "--"):
+		w = w[2:]
+	case strings.HasPrefix(w, "-"):
+		w = w[1:]
+	default:
+		return false
+	}
+	if w == "" || !('a' <= w[0] && w[0] <= 'z' || 'A' <= w[0] && w[0] <= 'Z') {
+		return false
+	}
+	for i := 1; i < len(w); i++ {
+		c := w[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func quoteWords(ws []string) string {

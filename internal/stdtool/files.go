@@ -112,17 +112,28 @@ func WriteAtomic(path string, data []byte, perm fs.FileMode) error {
 const SniffLen = 8 << 10
 
 // IsBinary reports whether head (a file's first bytes) looks binary: a NUL
-// byte, or invalid UTF-8 that is not merely a rune cut at the end.
+// byte, or mostly not text — more than a quarter of its bytes invalid UTF-8
+// or control characters other than tab, line breaks, form feed, backspace
+// and escape. A rune cut at the end of head is not invalid. A text file in
+// a legacy encoding (Latin-1 accents here and there) is text.
 func IsBinary(head []byte) bool {
 	if bytes.IndexByte(head, 0) >= 0 {
 		return true
 	}
-	for len(head) > 0 {
-		r, n := utf8.DecodeRune(head)
-		if r == utf8.RuneError && n == 1 {
-			return len(head) >= utf8.UTFMax || utf8.FullRune(head)
+	odd := 0
+	for b := head; len(b) > 0; {
+		r, n := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			if len(b) < utf8.UTFMax && !utf8.FullRune(b) {
+				b = nil // a rune cut by the end of head
+				continue
+			}
+			odd++
+		case r < 0x20 && !strings.ContainsRune("\t\n\r\f\v\b\x1b", r), r == 0x7f:
+			odd++
 		}
-		head = head[n:]
+		b = b[n:]
 	}
-	return false
+	return odd*4 > len(head)
 }
