@@ -73,7 +73,7 @@ func (o *Output) Printf(format string, args ...any) { fmt.Fprintf(o, format, arg
 func (o *Output) Full() bool { return o.cut }
 
 // Cut marks the output cut even though it fits (the tool stopped early on
-// a cap of its own); dropped is what it knows it left out, -1 for unknown.
+// a cap of its own); set Hint to say how to get the rest.
 func (o *Output) Cut() { o.cut = true }
 
 // Note adds a line printed after the result and any cut note, outside the

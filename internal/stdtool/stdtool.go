@@ -123,7 +123,8 @@ func (f *Failure) Error() string { return f.Msg }
 func Failf(format string, args ...any) error { return &Failure{Msg: fmt.Sprintf(format, args...)} }
 
 // Main runs the tool named name with args (argv[1:]) and returns the exit
-// status: 0 success, 1 refused or failed, 2 a usage error.
+// status: 0 success, 1 refused or failed (a bad argv too: the message gives the
+// usage), 2 when this binary holds no tool of that name.
 func Main(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	t, ok := Lookup(name)
 	if !ok {
