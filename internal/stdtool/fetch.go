@@ -135,8 +135,13 @@ func fetchError(raw string, err error) error {
 	if errors.As(err, &ue) && ue.Timeout() || errors.Is(err, context.DeadlineExceeded) {
 		return Failf("fetch: %s: no answer within %s", raw, fetchTimeout)
 	}
-	if !isLoopback(raw) && !hasNetwork() {
-		return Failf("fetch: %s: %v\n%s", raw, unwrapURLError(err), noNetworkMsg)
+	if !hasNetwork() {
+		msg := noNetworkMsg
+		if isLoopback(raw) {
+			// the sandbox's loopback is its own: the host's services are not on it
+			msg += "; localhost here is the sandbox's own, not the host's"
+		}
+		return Failf("fetch: %s: %v\n%s", raw, unwrapURLError(err), msg)
 	}
 	return Failf("fetch: %s: %v", raw, unwrapURLError(err))
 }
