@@ -253,6 +253,9 @@ func listDir(abs string, scope *ignoreScope, name string, scratch *[2][]string) 
 	}
 	kept := ents[:0]
 	for _, e := range ents {
+		if isPlaceholder(e) {
+			continue // absent for every purpose: the sandbox keeps the name from being created
+		}
 		if scope.ignored(e.Name(), e.IsDir(), scratch) {
 			l.ignored = append(l.ignored, e.Name())
 			continue
@@ -261,6 +264,22 @@ func listDir(abs string, scope *ignoreScope, name string, scratch *[2][]string) 
 	}
 	l.entries = kept
 	return l, err
+}
+
+// isPlaceholder reports whether e is a placeholder of the sandbox: an
+// absent protected name (.envrc, .vscode, .bashrc …) at the workspace's
+// top, held by an empty entry of mode 000 so that it cannot be created
+// (README "What the workspace may change"). Only dot names are looked at:
+// every protected name is one, and it keeps the lstat off other entries.
+func isPlaceholder(e fs.DirEntry) bool {
+	if !strings.HasPrefix(e.Name(), ".") || !(e.IsDir() || e.Type().IsRegular()) {
+		return false
+	}
+	fi, err := e.Info()
+	if err != nil || fi.Mode().Perm() != 0 {
+		return false
+	}
+	return fi.IsDir() || fi.Size() == 0
 }
 
 // walkEntry is one entry a walk visits.

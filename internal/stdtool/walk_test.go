@@ -222,3 +222,25 @@ func TestWalkStops(t *testing.T) {
 		t.Errorf("cancelled walk: %v", err)
 	}
 }
+
+// TestWalkSkipsPlaceholders: the sandbox's placeholders of absent
+// protected names (empty, mode 000) are not entries for grep, glob and ls,
+// and not "could not be read" noise; a real mode-000 file with content is
+// still reported. spec: issue 12, issue 11 (protected paths)
+func TestWalkSkipsPlaceholders(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	os.WriteFile("main.go", []byte("package main\n"), 0o644)
+	os.WriteFile(".envrc", nil, 0o000)
+	os.Mkdir(".vscode", 0o000)
+	t.Cleanup(func() { os.Chmod(".vscode", 0o755) })
+	os.WriteFile(".secret", []byte("x"), 0o000)
+	got, code := searchRun(t, "ls")
+	if code != 0 || strings.Contains(got, ".envrc") || strings.Contains(got, ".vscode") || !strings.Contains(got, ".secret") || !strings.Contains(got, "main.go") {
+		t.Errorf("ls: exit %d\n%s", code, got)
+	}
+	got, _ = searchRun(t, "grep", "package")
+	if strings.Contains(got, ".envrc") || strings.Contains(got, ".vscode") {
+		t.Errorf("grep: %s", got)
+	}
+}
