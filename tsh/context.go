@@ -27,8 +27,8 @@ const DefaultContextBudget = 64 << 10
 // maxStateSize bounds tools.json when reading it.
 const maxStateSize = 4 << 20
 
-// maxDescription bounds one tool's description in the state and the context text.
-const maxDescription = 1024
+// MaxDescription bounds one tool's description in the state and the context text.
+const MaxDescription = 2048
 
 // State is the loaded/pinned tool set of one session (K5). It is metadata
 // only: it never grants or removes authority.
@@ -189,11 +189,11 @@ func renderContext(ts []Loaded, evicted int) string {
 }
 
 // descriptionLines is a description as printable lines, blank ones
-// dropped, at most maxDescription bytes in all.
+// dropped, at most MaxDescription bytes in all.
 func descriptionLines(desc string) []string {
 	var out []string
-	for _, l := range strings.Split(cutUTF8(desc, maxDescription), "\n") {
-		if l = oneLine(l, maxDescription); l != "" {
+	for _, l := range strings.Split(cutUTF8(desc, MaxDescription), "\n") {
+		if l = oneLine(l, MaxDescription); l != "" {
 			out = append(out, l)
 		}
 	}

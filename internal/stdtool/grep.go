@@ -30,8 +30,9 @@ func init() {
 			{Name: "-i", Alias: "--ignore-case"},
 			{Name: "-l", Alias: "--files-with-matches"},
 		},
-		Meta: Meta{Description: `Search file contents with a regular expression (RE2 syntax, as Go's regexp: no lookaround or backreferences), line by line.
+		Meta: Meta{Description: `Search file contents with a regular expression, line by line.
 argv: grep PATTERN [PATH] [--glob G] [-i] [-l]
+PATTERN is RE2 syntax, as Go's regexp: no lookaround or backreferences.
 PATH (default .) is a directory searched recursively or one file. Files ignored by .gitignore, .git, binary files and symlinks inside the tree are skipped.
 --glob G keeps files whose path matches G (** allowed; a G without / matches the file name, e.g. --glob '*.go'; '!G' excludes). -i ignores case. -l prints only the names of matching files.
 Output: path:line:text, in path order, at most 500 lines; narrow a large result with PATH or --glob.
