@@ -94,7 +94,7 @@ func CheckName(name string) error {
 }
 
 // reserved are sandbox paths a bind may not cover: the view owns them.
-var reserved = []string{"/ctx", "/proc", "/dev", "/run/cortexfs", "/home/agent", "/workspace", "/tmp", "/etc"}
+var reserved = []string{"/ctx", "/proc", "/dev", "/run/cortexfs", "/home/agent", "/workspace", "/etc"}
 
 // CheckBind validates a bind path: absolute, clean, not / and not at or
 // under a path the sandbox view owns.

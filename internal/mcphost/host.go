@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,6 +50,9 @@ const (
 	// (a 10 MiB result) ends the connection with an error result, and
 	// the server is restarted on the next call.
 	MaxMessage = 4 << 20
+	// ListSettle is how long a start waits for a tools/list_changed right
+	// after initialize (servers that register tools once initialized).
+	ListSettle = 100 * time.Millisecond
 )
 
 // ErrDeclined is what a server asking for sampling or elicitation gets.
@@ -155,9 +159,30 @@ type conn struct {
 	names []string
 	dead  chan struct{} // closed once the server is gone
 	why   string        // why it ended, set before dead closes
+	stale atomic.Bool   // the server said its tool list changed
+	// changed is signalled by list_changed (buffered, never blocks).
+	changed chan struct{}
 
-	vmu   sync.Mutex
+	vmu   sync.Mutex // guards tools, names, valid
 	valid map[string]*Validator
+}
+
+// tool returns the named tool of the current list.
+func (c *conn) tool(name string) *mcp.Tool {
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	return c.tools[name]
+}
+
+// list returns the current tools, sorted by name.
+func (c *conn) list() []*mcp.Tool {
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	out := make([]*mcp.Tool, 0, len(c.names))
+	for _, n := range c.names {
+		out = append(out, c.tools[n])
+	}
+	return out
 }
 
 func (c *conn) alive() bool {
@@ -206,7 +231,11 @@ func (c *conn) validator(tool string) (*Validator, error) {
 	if v, ok := c.valid[tool]; ok {
 		return v, nil
 	}
-	v, err := NewValidator(c.tools[tool].InputSchema)
+	t := c.tools[tool]
+	if t == nil {
+		return nil, fmt.Errorf("tool %s is gone from the server's list", tool)
+	}
+	v, err := NewValidator(t.InputSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +283,13 @@ func (m *Manager) acquire(ctx context.Context, t Target) (*server, *conn, error)
 			return nil, nil, err
 		}
 		s.conn, s.fp = c, fp
+	} else if s.conn.stale.Load() {
+		lctx, cancel := context.WithTimeout(ctx, m.o.Timeout)
+		err := m.listTools(lctx, s.conn)
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	s.busy++
 	if s.idle != nil {
@@ -299,11 +335,7 @@ func (m *Manager) Tools(ctx context.Context, t Target) ([]*mcp.Tool, error) {
 		return nil, err
 	}
 	defer m.release(s)
-	out := make([]*mcp.Tool, 0, len(c.names))
-	for _, n := range c.names {
-		out = append(out, c.tools[n])
-	}
-	return out, nil
+	return c.list(), nil
 }
 
 // Tool is one tool of a running server, with what an approval shows.
@@ -322,7 +354,16 @@ func (m *Manager) Prepare(ctx context.Context, t Target, tool string, words []st
 		return nil, err
 	}
 	defer m.release(s)
-	mt := c.tools[tool]
+	mt := c.tool(tool)
+	if mt == nil {
+		// A server may register tools just after initialize (and say so
+		// with list_changed, which may not have arrived yet): list again once.
+		lctx, cancel := context.WithTimeout(ctx, m.o.Timeout)
+		if m.listTools(lctx, c) == nil {
+			mt = c.tool(tool)
+		}
+		cancel()
+	}
 	if mt == nil {
 		return nil, fmt.Errorf("MCP server %s has no tool %q (tsh list shows %s.*): %w", t.Name, tool, t.Name, ErrBadArgs)
 	}
@@ -456,9 +497,16 @@ func (m *Manager) Running() []Key {
 
 // client is the SDK client ctx presents: no roots (a server sees only its
 // sandbox and its arguments), sampling and elicitation declined.
-func (m *Manager) client() *mcp.Client {
+func (m *Manager) client(c *conn) *mcp.Client {
 	return mcp.NewClient(&mcp.Implementation{Name: "ctx", Version: m.o.Version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			c.stale.Store(true) // listed again before the next use
+			select {
+			case c.changed <- struct{}{}:
+			default:
+			}
+		},
 		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return nil, ErrDeclined
 		},
@@ -472,7 +520,7 @@ func (m *Manager) client() *mcp.Client {
 func (m *Manager) start(ctx context.Context, t Target) (*conn, error) {
 	sctx, cancel := context.WithTimeout(ctx, m.o.Timeout)
 	defer cancel()
-	c := &conn{name: t.Name, dead: make(chan struct{})}
+	c := &conn{name: t.Name, dead: make(chan struct{}), changed: make(chan struct{}, 1)}
 	var transport mcp.Transport
 	var held *sandbox.Held
 	if t.Decl.URL != "" {
@@ -492,7 +540,7 @@ func (m *Manager) start(ctx context.Context, t Target) (*conn, error) {
 		}
 	}
 	began := time.Now()
-	cs, err := m.client().Connect(sctx, transport, nil)
+	cs, err := m.client(c).Connect(sctx, transport, nil)
 	if err != nil {
 		why := err.Error()
 		if sctx.Err() != nil && ctx.Err() == nil {
@@ -509,22 +557,23 @@ func (m *Manager) start(ctx context.Context, t Target) (*conn, error) {
 		return nil, fmt.Errorf("MCP server %s did not start: %s%s", t.Name, why, c.stderrTail())
 	}
 	c.cs = cs
-	c.tools = map[string]*mcp.Tool{}
-	for tool, err := range cs.Tools(sctx, nil) {
-		if err != nil {
+	if err := m.listTools(sctx, c); err != nil {
+		cleanup()
+		_ = cs.Close()
+		return nil, err
+	}
+	// Servers often register more tools once initialized (the everything
+	// server's sampling tool) and say so at once: wait briefly for that.
+	select {
+	case <-c.changed:
+		if err := m.listTools(sctx, c); err != nil {
 			cleanup()
 			_ = cs.Close()
-			return nil, fmt.Errorf("MCP server %s: tools/list: %v%s", t.Name, err, c.stderrTail())
+			return nil, err
 		}
-		if _, _, ok := SplitName(t.Name + "." + tool.Name); !ok || !toolNameOK(tool.Name) {
-			m.o.Log.Warn("mcp tool left out: its name cannot be addressed as SERVER.TOOL", "server", t.Name, "tool", tool.Name)
-			continue
-		}
-		c.tools[tool.Name] = tool
-		c.names = append(c.names, tool.Name)
+	case <-time.After(ListSettle):
 	}
-	sort.Strings(c.names)
-	m.o.Log.Info("mcp server started", "server", t.Name, "agent", t.View.Def.Name, "session", t.View.Session,
+	m.o.Log.Info("mcp server started", "server", t.Name, "session", t.View.Session,
 		"tools", len(c.names), "took", time.Since(began).Round(time.Millisecond))
 	m.wg.Add(1)
 	go func() {
@@ -545,6 +594,29 @@ func (m *Manager) start(ctx context.Context, t Target) (*conn, error) {
 		m.o.Log.Info("mcp server gone", "server", t.Name, "session", t.View.Session, "why", c.why)
 	}()
 	return c, nil
+}
+
+// listTools (re)reads the server's tools (tools/list).
+func (m *Manager) listTools(ctx context.Context, c *conn) error {
+	c.stale.Store(false)
+	tools := map[string]*mcp.Tool{}
+	var names []string
+	for tool, err := range c.cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("MCP server %s: tools/list: %v%s", c.name, err, c.stderrTail())
+		}
+		if !toolNameOK(tool.Name) {
+			m.o.Log.Warn("mcp tool left out: its name cannot be addressed as SERVER.TOOL", "server", c.name, "tool", tool.Name)
+			continue
+		}
+		tools[tool.Name] = tool
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	c.vmu.Lock()
+	c.tools, c.names, c.valid = tools, names, nil
+	c.vmu.Unlock()
+	return nil
 }
 
 func exited(p *proc.Proc) <-chan struct{} {
@@ -582,6 +654,9 @@ var systemDirs = []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib3
 // server has no capability on the control socket), network only with
 // net, plus its installation read-only, and the env file's values.
 func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, error) {
+	if t.View.Def == nil {
+		return m.spawnBare(t)
+	}
 	v := t.View
 	v.Run, v.Tsh, v.Tools = "", false, sandbox.ToolView(0)
 	env := v.ToolEnv()
@@ -622,6 +697,52 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, error) {
 		return nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
 	return p, held, nil
+}
+
+// spawnBare starts a server outside any agent's view (ctx mcp tools
+// without --agent): the system directories, an empty home and /tmp, its
+// installation read-only, network only with net.
+func (m *Manager) spawnBare(t Target) (*proc.Proc, *sandbox.Held, error) {
+	env := map[string]string{"HOME": layout.SandboxHome, "LANG": "C.UTF-8", "USER": "agent", "LOGNAME": "agent", "TERM": "dumb"}
+	if len(t.Decl.Env) > 0 {
+		vals, err := ReadEnv(m.o.Layout, t.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, k := range t.Decl.Env {
+			if val, ok := vals[k]; ok {
+				env[k] = val
+			}
+		}
+	}
+	spec := bwrap.Spec{System: true, Tmpfs: []string{layout.SandboxHome}, Env: env, Chdir: layout.SandboxHome,
+		Argv: append([]string{t.Decl.Command}, t.Decl.Args...), Network: t.Decl.Net}
+	for _, b := range append([]string{t.Decl.Command}, t.Decl.Binds...) {
+		if !isSystem(b) {
+			spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b})
+		}
+	}
+	p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return p, &sandbox.Held{}, nil
+}
+
+// Probe starts a server once, lists its tools and stops it (ctx mcp
+// tools). A zero view runs it outside any agent's view.
+func (m *Manager) Probe(ctx context.Context, t Target) ([]*mcp.Tool, error) {
+	c, err := m.start(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if c.stale.Load() { // tools registered once initialized (e.g. for sampling)
+		_ = m.listTools(ctx, c)
+	}
+	out := c.list()
+	c.stop(m.o.Grace)
+	<-c.dead
+	return out, nil
 }
 
 func isSystem(p string) bool {
