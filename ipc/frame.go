@@ -190,6 +190,10 @@ func (f *Frame) MarshalJSON() ([]byte, error) {
 		j, _ := json.Marshal(f.Usage)
 		b.Write(j)
 	})
+	field("mcp", f.MCP != nil, func() {
+		j, _ := json.Marshal(f.MCP)
+		b.Write(j)
+	})
 	if f.Replay {
 		b.WriteString(`,"replay":true`)
 	}

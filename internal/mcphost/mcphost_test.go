@@ -90,3 +90,11 @@ func TestFormatResult(t *testing.T) {
 		t.Errorf("blob: %q", content)
 	}
 }
+
+func TestFormatResultWrappedText(t *testing.T) {
+	_, content, _ := FormatResult(&mcp.CallToolResult{StructuredContent: map[string]any{"content": "hello\n"},
+		Content: []mcp.Content{&mcp.TextContent{Text: "hello\n"}}})
+	if content != "hello\n" {
+		t.Errorf("%q", content)
+	}
+}

@@ -20,8 +20,9 @@ import (
 func FormatResult(r *mcp.CallToolResult) (status, content string, truncated bool) {
 	var parts []string
 	var structured []byte
-	if r.StructuredContent != nil {
-		if data, err := json.Marshal(r.StructuredContent); err == nil {
+	if r.StructuredContent != nil && !repeatsText(r) {
+		// An empty object or null (a tool with no output type) says nothing.
+		if data, err := json.Marshal(r.StructuredContent); err == nil && string(data) != "{}" && string(data) != "null" {
 			structured = data
 			parts = append(parts, string(data))
 		}
@@ -55,6 +56,29 @@ func FormatResult(r *mcp.CallToolResult) (status, content string, truncated bool
 		}
 	}
 	return envelope.Normalize([]byte(strings.Join(parts, "\n")), nil, !r.IsError)
+}
+
+// repeatsText says whether the structured content only wraps the text
+// content: an object with a single string field equal to all the text (the
+// filesystem server's {"content": TEXT}). The text alone is then shown.
+func repeatsText(r *mcp.CallToolResult) bool {
+	m, ok := r.StructuredContent.(map[string]any)
+	if !ok || len(m) != 1 {
+		return false
+	}
+	var text []string
+	for _, c := range r.Content {
+		t, ok := c.(*mcp.TextContent)
+		if !ok {
+			return false
+		}
+		text = append(text, t.Text)
+	}
+	for _, v := range m {
+		s, ok := v.(string)
+		return ok && len(text) > 0 && s == strings.Join(text, "\n")
+	}
+	return false
 }
 
 func sameJSON(text string, compact []byte) bool {
