@@ -421,3 +421,30 @@ func TestMCPModelAgent(t *testing.T) {
 		t.Errorf("the result did not reach the model: %d requests", len(reqs))
 	}
 }
+
+// TestMCPIdleAndKill: a server idle for CTX_MCP_IDLE is stopped and starts
+// again on the next call; a daemon killed with -9 leaves no server behind
+// (its sandbox dies with the daemon). spec: issue 13
+func TestMCPIdleAndKill(t *testing.T) {
+	w := newWorld(t)
+	w.start("CTX_MCP_IDLE=500ms")
+	w.agent("a", nil)
+	w.mustCtx("mcp", "add", "ok", "--", binDir+"/mcpfake", "ok")
+	ws := w.workspace()
+	if r := w.tsh(ws, "a", "call", "ok.hello", "name=1"); r.code != 0 {
+		t.Fatalf("%d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if len(daemonChildren(w, "mcpfake")) != 1 {
+		t.Fatalf("no server running after a call")
+	}
+	waitFor(t, "the idle server to stop", 5*time.Second, func() bool { return len(daemonChildren(w, "mcpfake")) == 0 })
+	if r := w.tsh(ws, "a", "call", "ok.hello", "name=2"); r.code != 0 || r.stdout != "hello 2" {
+		t.Fatalf("after idle: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	servers := daemonChildren(w, "mcpfake")
+	if len(servers) != 1 {
+		t.Fatalf("servers %v", servers)
+	}
+	w.kill()
+	waitFor(t, "the server to die with the daemon", 5*time.Second, func() bool { return !anyAlive(servers) })
+}
