@@ -34,6 +34,7 @@ vet:
 # installs what is missing when run as root, else names the command to run.
 test: build vet
 	@bash scripts/deps.sh test
+	@bash scripts/mcp-servers.sh >/dev/null || echo "make test: the MCP servers are not installed (see above); e2e/mcp_test.go skips the tests that need them"
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m ./...
 
 test-short: build

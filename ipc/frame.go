@@ -49,6 +49,19 @@ type Frame struct {
 	// run's turns of what the providers reported (absent when none did;
 	// issue 18 item 3).
 	Usage *Usage `json:"usage,omitempty"`
+	// MCP is, on an approval_request for an MCP tool, what the person
+	// decides on: server, tool, arguments and the tool's annotations
+	// (issue 13). The annotations are hints: they grant nothing.
+	MCP *MCPCall `json:"mcp,omitempty"`
+}
+
+// MCPCall describes one MCP tool call for a person.
+type MCPCall struct {
+	Server      string          `json:"server"`
+	Tool        string          `json:"tool"`
+	Arguments   json.RawMessage `json:"arguments"`
+	ReadOnly    bool            `json:"read_only_hint,omitempty"`
+	Destructive *bool           `json:"destructive_hint,omitempty"`
 }
 
 // Frame types.
@@ -175,6 +188,10 @@ func (f *Frame) MarshalJSON() ([]byte, error) {
 	str("layer", f.Layer)
 	field("usage", f.Usage != nil, func() {
 		j, _ := json.Marshal(f.Usage)
+		b.Write(j)
+	})
+	field("mcp", f.MCP != nil, func() {
+		j, _ := json.Marshal(f.MCP)
 		b.Write(j)
 	})
 	if f.Replay {

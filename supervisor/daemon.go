@@ -66,6 +66,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		bw = bwrap.DefaultPath
 	}
 	cfg.Bwrap = bw
+	cfg.StartMCP()
 	cfg.Cgroups = startCgroups(ctx, cfg)
 	if d.BinDir != "" {
 		if err := Install(d.BinDir, l.BinDir()); err != nil {
@@ -160,6 +161,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := system.Root.PoisonFuture(root).Wait(); err != nil {
 		cfg.Log.Warn("stop actors", "err", err)
 	}
+	// issue 13: every MCP server stops with the daemon (its sandbox dies
+	// with the daemon anyway: --die-with-parent).
+	mctx, mcancel := context.WithTimeout(context.Background(), cfg.CancelGrace+3*time.Second)
+	if err := cfg.MCP.Close(mctx); err != nil {
+		cfg.Log.Warn("mcp servers", "err", err)
+	}
+	mcancel()
 	// Sandboxes got SIGTERM; give them their grace period to exit.
 	waited := make(chan struct{})
 	go func() { cfg.Procs.Wait(); close(waited) }()

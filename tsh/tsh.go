@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/policy"
@@ -221,6 +222,7 @@ func (s *Shell) list() int {
 			fmt.Fprintf(s.Stdout, "%s\n", e.Name)
 		}
 	}
+	s.listMCP() // issue 13: SERVER.TOOL of the declared MCP servers
 	return ExitOK
 }
 
@@ -241,6 +243,14 @@ func (s *Shell) visibleNames() []string {
 }
 
 func (s *Shell) which(name string) int {
+	if t, ok, err := s.mcpTool(name); ok {
+		if err != nil {
+			return s.fail(err)
+		}
+		server, _, _ := strings.Cut(t.Name, ".")
+		fmt.Fprintf(s.Stdout, "mcp:%s\n", server)
+		return ExitOK
+	}
 	t, err := s.Resolve(name)
 	if err != nil {
 		return s.fail(err)
@@ -251,6 +261,11 @@ func (s *Shell) which(name string) int {
 }
 
 func (s *Shell) call(name string, args []string) int {
+	if _, ok, _ := s.mcpTool(name); ok {
+		// The host calls MCP servers; a tsh inside the sandbox cannot.
+		s.fail(fmt.Errorf("%s is an MCP tool: the runtime calls it for a tool_call (tsh call %s … from the agent or ctx agent tsh), not from the terminal", name, name))
+		return ExitNotAllowed
+	}
 	t, err := s.Resolve(name) // spec: K3, K4, V3 — every layer before exec
 	if err != nil {
 		return s.fail(err)
@@ -285,6 +300,13 @@ func (s *Shell) update(fn func(*State) error) int {
 // loaded resolves name (all layers) and returns its context entry. Loading a
 // tool that could not run is refused: the context lists only callable tools.
 func (s *Shell) loaded(name string) (Loaded, error) {
+	if t, ok, err := s.mcpTool(name); ok { // issue 13: an MCP tool, with its compact schema
+		if err != nil {
+			return Loaded{}, err
+		}
+		server, _, _ := strings.Cut(t.Name, ".")
+		return Loaded{Name: name, Description: t.ContextDescription(), Path: "mcp:" + server}, nil
+	}
 	t, err := s.Resolve(name)
 	if err != nil {
 		return Loaded{}, err

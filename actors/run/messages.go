@@ -51,6 +51,7 @@ type Cancel struct{}
 type ApprovalNeeded struct {
 	Run, CallID, Name string
 	Args              []string
+	MCP               *ipc.MCPCall // an MCP tool call: server, tool, arguments, hints (issue 13)
 }
 
 // ApprovalAnswer is the session's answer: decision is allow_once, deny,

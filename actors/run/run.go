@@ -562,7 +562,7 @@ func (a *Actor) onNeedApproval(c actor.Context, m *tool.NeedApproval) {
 	if a.toolCall == nil || a.toolCall.ID != m.CallID || a.concluded {
 		return
 	}
-	c.Request(c.Parent(), &ApprovalNeeded{Run: a.spec.RunID, CallID: m.CallID, Name: a.toolCall.Name, Args: nonNil(a.toolCall.Args)})
+	c.Request(c.Parent(), &ApprovalNeeded{Run: a.spec.RunID, CallID: m.CallID, Name: a.toolCall.Name, Args: nonNil(a.toolCall.Args), MCP: m.MCP})
 }
 
 func (a *Actor) onApprovalAnswer(c actor.Context, m *ApprovalAnswer) {

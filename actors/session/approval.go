@@ -22,7 +22,7 @@ func (a *Actor) onApprovalNeeded(c actor.Context, m *run.ApprovalNeeded) {
 	w.Answer = func(decision string) {
 		root.Send(self, &approvalAnswered{run: m.Run, callID: m.CallID, decision: decision, wait: w})
 	}
-	a.append(ipc.Frame{Type: ipc.TypeApprovalRequest, Run: m.Run, ID: m.CallID, Name: m.Name, Args: m.Args,
+	a.append(ipc.Frame{Type: ipc.TypeApprovalRequest, Run: m.Run, ID: m.CallID, Name: m.Name, Args: m.Args, MCP: m.MCP,
 		TimeoutMS: a.cfg.ApprovalTimeout.Milliseconds()})
 	if ac.conn == nil || !ac.conn.ExpectApproval(w) {
 		a.onApprovalAnswered(c, &approvalAnswered{run: m.Run, callID: m.CallID, decision: "eof", wait: w})

@@ -782,6 +782,11 @@ func (a *Actor) onStopping() {
 	}
 	a.setActive(nil)
 	a.closeWriter(nil)
+	if a.cfg.MCP != nil {
+		// issue 13: the session's MCP servers stop with it (idle session
+		// or shutdown); StopSession does not wait.
+		a.cfg.MCP.StopSession(a.key.Agent, a.key.Scope, a.key.Name)
+	}
 }
 
 // onDrain: the daemon is shutting down. Waiting requests never started

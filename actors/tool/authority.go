@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 type prepared struct {
 	argv []string       // inside the sandbox
 	tool *toolpath.Tool // the checked file of a direct-native tool, bound over argv[0]
+	mcp  *mcpPrepared   // an MCP tool call (issue 13): no process of its own
 }
 
 // Layer names of refusals recorded in tool_result frames (V3). The
@@ -36,7 +38,7 @@ const (
 // visibility, mount visibility, the nofollow regular-file check, noexec
 // placement, Linux uid/gid/groups/mode bits, agent policy and tool policy).
 // Any layer refuses alone; prompt text has no say in any of them (D10).
-func check(cfg *config.Config, call Call) (*prepared, *Result) {
+func check(ctx context.Context, cfg *config.Config, call Call) (*prepared, *Result) {
 	deny := func(layer, why string) (*prepared, *Result) {
 		return nil, &Result{CallID: call.CallID, Name: call.Name, Status: envelope.StatusDenied,
 			Content: fmt.Sprintf("denied by %s: %s", layer, why), Layer: layer}
@@ -63,7 +65,20 @@ func check(cfg *config.Config, call Call) (*prepared, *Result) {
 			return deny(toolpath.LayerPath, "tsh is not installed in "+cfg.Layout.BinDir())
 		}
 	}
+	if target != "" && call.Name == "tsh" {
+		// issue 13: SERVER.TOOL of a declared MCP server is called by the host.
+		decl, err := mcpTarget(cfg, def, target)
+		if err != nil {
+			return deny(LayerMCP, "MCP declarations are invalid, failing closed: "+err.Error())
+		}
+		if decl != nil {
+			return checkMCP(ctx, cfg, call, target, decl, call.Args[2:])
+		}
+	}
 	if target == "" {
+		if len(call.Args) > 0 && listingCommands[call.Args[0]] {
+			refreshListing(ctx, cfg, call.View) // what tsh lists and loads of MCP servers
+		}
 		// tsh's own commands (list, load, pin, context, which …): run tsh.
 		return &prepared{argv: append([]string{layout.SandboxRoot + "/bin/tsh"}, call.Args...)}, nil
 	}

@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -61,12 +62,12 @@ func TestCheckLayers(t *testing.T) {
 		{"agent policy", call("forbidden"), "agent-policy"},
 		{"tsh call of a denied tool", call("tsh", "call", "forbidden"), "agent-policy"},
 	} {
-		prep, res := check(cfg, c.call)
+		prep, res := check(context.Background(), cfg, c.call)
 		if prep != nil || res == nil || res.Layer != c.layer || res.Status != "denied" {
 			t.Errorf("%s: prep %v result %+v, want denied by %s", c.name, prep, res, c.layer)
 		}
 	}
-	prep, res := check(cfg, call("ok", "x"))
+	prep, res := check(context.Background(), cfg, call("ok", "x"))
 	if res != nil || prep == nil || prep.tool == nil {
 		t.Fatalf("allowed call: %+v", res)
 	}

@@ -1,6 +1,8 @@
 package tool
 
 import (
+	"github.com/cortexfs/ctx/ipc"
+
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/sandbox"
@@ -32,7 +34,10 @@ type Result struct {
 }
 
 // NeedApproval is sent to the parent before spawn when Ask is set.
-type NeedApproval struct{ CallID string }
+type NeedApproval struct {
+	CallID string
+	MCP    *ipc.MCPCall // set for an MCP tool call (issue 13)
+}
 
 // Approved answers NeedApproval: only DecisionAllowOnce runs the call (A3).
 type Approved struct{ Decision string }

@@ -30,6 +30,7 @@ type Actor struct {
 	starting bool
 	prep     *prepared
 	done     bool
+	spawned  bool
 }
 
 func (a *Actor) Receive(c actor.Context) {
@@ -66,8 +67,9 @@ func (a *Actor) onStarted(c actor.Context) {
 	root := c.ActorSystem().Root
 	call := a.call
 	cfg := a.cfg
+	ctx := a.ctx
 	go func() {
-		prep, res := check(cfg, call)
+		prep, res := check(ctx, cfg, call)
 		root.Send(self, &checked{res: res, prep: prep})
 	}()
 }
@@ -83,14 +85,18 @@ func (a *Actor) onChecked(c actor.Context, m *checked) {
 	a.prep = m.prep
 	if a.call.Ask {
 		// spec: A2 — after every check, before spawn.
-		c.Send(c.Parent(), &NeedApproval{CallID: a.call.CallID})
+		need := &NeedApproval{CallID: a.call.CallID}
+		if a.prep.mcp != nil {
+			need.MCP = a.prep.mcp.approvalOf() // server, tool, arguments, hints (issue 13)
+		}
+		c.Send(c.Parent(), need)
 		return
 	}
 	a.spawn(c)
 }
 
 func (a *Actor) onApproved(c actor.Context, m *Approved) {
-	if a.done || a.prep == nil || a.p != nil {
+	if a.done || a.prep == nil || a.p != nil || a.spawned {
 		return
 	}
 	if m.Decision != "allow_once" { // spec: A3 — everything else fails closed
@@ -112,6 +118,15 @@ func (a *Actor) report(c actor.Context, r *Result) {
 }
 
 func (a *Actor) spawn(c actor.Context) {
+	a.spawned = true
+	if p := a.prep.mcp; p != nil {
+		// issue 13: the host calls the server; the call ends with a.ctx
+		// (the SDK then sends notifications/cancelled for it).
+		a.starting = true
+		self, root, ctx, cfg, call := c.Self(), c.ActorSystem().Root, a.ctx, a.cfg, a.call
+		go func() { root.Send(self, &finished{res: mcpResult(ctx, cfg, call, p)}) }()
+		return
+	}
 	if t := a.prep.tool; t != nil {
 		// What runs is what was checked and, in ask mode, approved: a file
 		// replaced or rewritten since fails closed (issue 16 item 20).

@@ -197,7 +197,23 @@ func (a *asker) ask(f *ipc.Frame) (decision, why string) {
 	if a.tty == nil {
 		return ipc.DecisionDeny, fmt.Sprintf("tool %s %q needs approval but there is no terminal to ask; denied", f.Name, f.Args)
 	}
-	fmt.Fprintf(a.tty, "\nctx: the agent wants to run tool %s with argv %q\nAllow once? [y/N] ", f.Name, f.Args)
+	if m := f.MCP; m != nil {
+		// issue 13: server, tool and arguments; the hints are the server's
+		// claims, shown as such.
+		hints := ""
+		if m.ReadOnly {
+			hints += " read-only"
+		}
+		if m.Destructive != nil && *m.Destructive {
+			hints += " destructive"
+		}
+		if hints != "" {
+			hints = "\n  the server says:" + hints + " (a hint, not a guarantee)"
+		}
+		fmt.Fprintf(a.tty, "\nctx: the agent wants to call tool %s of MCP server %s with arguments %s%s\nAllow once? [y/N] ", m.Tool, m.Server, m.Arguments, hints)
+	} else {
+		fmt.Fprintf(a.tty, "\nctx: the agent wants to run tool %s with argv %q\nAllow once? [y/N] ", f.Name, f.Args)
+	}
 	line, err := bufio.NewReader(a.tty).ReadString('\n')
 	if err != nil {
 		return ipc.DecisionDeny, "no answer; denied"

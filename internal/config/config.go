@@ -12,6 +12,7 @@ import (
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/mcphost"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
@@ -42,6 +43,12 @@ type Config struct {
 	// Placeholders holds the placeholders of absent protected names in
 	// workspaces, shared by every sandbox of the daemon (issue 11).
 	Placeholders *workspace.Registry
+	// MCP runs the MCP servers of every session (issue 13); built by the
+	// daemon once Bwrap is known. MCPIdle and MCPTimeout are its tunables
+	// (CTX_MCP_IDLE, default 5m; CTX_MCP_TIMEOUT, default 60s).
+	MCP        *mcphost.Manager
+	MCPIdle    time.Duration
+	MCPTimeout time.Duration
 	// Fault is a test-only fault hook (built with -tags ctxfault); nil otherwise.
 	Fault func(point string)
 }
@@ -50,8 +57,9 @@ type Config struct {
 func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
 	c := &Config{Layout: l, Bwrap: os.Getenv("CTX_BWRAP"), CancelGrace: 2 * time.Second,
 		ApprovalTimeout: 60 * time.Second, SessionIdle: 5 * time.Minute, Log: log, Procs: &sync.WaitGroup{}, Running: &atomic.Int64{},
-		Placeholders: workspace.NewRegistry()}
-	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout, "CTX_SESSION_IDLE": &c.SessionIdle} {
+		Placeholders: workspace.NewRegistry(), MCPIdle: mcphost.DefaultIdle, MCPTimeout: mcphost.DefaultTimeout}
+	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout, "CTX_SESSION_IDLE": &c.SessionIdle,
+		"CTX_MCP_IDLE": &c.MCPIdle, "CTX_MCP_TIMEOUT": &c.MCPTimeout} {
 		if v := os.Getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
@@ -61,6 +69,12 @@ func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// StartMCP builds the MCP server manager once Bwrap is final (the daemon).
+func (c *Config) StartMCP() {
+	c.MCP = mcphost.New(mcphost.Options{Layout: c.Layout, Bwrap: c.Bwrap, Version: Version, Idle: c.MCPIdle,
+		Timeout: c.MCPTimeout, Grace: c.CancelGrace, Log: c.Log.With("component", "mcp")})
 }
 
 // BadTunable reports an unparsable tunable.

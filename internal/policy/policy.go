@@ -15,8 +15,10 @@
 //
 // Words are separated by spaces or tabs; a line has exactly three words.
 // NAME and LABEL match [A-Za-z0-9][A-Za-z0-9._-]{0,63}; '*' matches every
-// tool, or every agent including one without a label. There is no other
-// wildcard, no expansion, no trailing comment.
+// tool, or every agent including one without a label. In a tool rule, NAME
+// may also be an MCP tool SERVER.TOOL (SERVER a server name, TOOL up to 128
+// of [A-Za-z0-9._-]) or SERVER.* — every tool of that MCP server (issue 13).
+// There is no other wildcard, no expansion, no trailing comment.
 //
 // # Meaning
 //
@@ -42,6 +44,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -169,7 +172,7 @@ func Parse(kind Kind, file string, data []byte) (*Policy, error) {
 			return bad(n, "unknown subject %q (want %s)", f[1], want)
 		}
 		if f[2] != "*" {
-			if err := layout.CheckName(f[1], f[2]); err != nil {
+			if err := checkPattern(f[1], f[2]); err != nil {
 				return bad(n, "%v", err)
 			}
 		}
@@ -210,7 +213,7 @@ func (p *Policy) Match(subject string) (allowed bool, reason string) {
 	var allow *Rule
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		if r.Pattern != "*" && r.Pattern != subject {
+		if !r.matches(subject) {
 			continue
 		}
 		if !r.Allow {
@@ -271,4 +274,36 @@ func DecideFiles(agentPolicyPath, toolPolicyPath, toolName, agentLabel string) D
 		}
 	}
 	return Decide(ap, tp, toolName, agentLabel)
+}
+
+// mcpToolRE is an MCP tool name (the part after SERVER.).
+var mcpToolRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+
+// mcpServerRE is an MCP server name (internal/mcpconf.CheckName).
+var mcpServerRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
+
+// checkPattern validates a rule's NAME or LABEL other than '*'. A tool rule
+// also takes SERVER.TOOL and SERVER.* (issue 13).
+func checkPattern(subject, p string) error {
+	err := layout.CheckName(subject, p)
+	if err == nil || subject != "tool" {
+		return err
+	}
+	if server, tool, ok := strings.Cut(p, "."); ok && mcpServerRE.MatchString(server) && (tool == "*" || mcpToolRE.MatchString(tool)) {
+		return nil
+	}
+	return fmt.Errorf("%w (or SERVER.TOOL, SERVER.* for an MCP server's tools)", err)
+}
+
+// matches says whether the rule's pattern covers subject: '*' everything,
+// SERVER.* every SERVER.TOOL, any other pattern only itself.
+func (r *Rule) matches(subject string) bool {
+	switch {
+	case r.Pattern == "*":
+		return true
+	case strings.HasSuffix(r.Pattern, ".*"):
+		server := strings.TrimSuffix(r.Pattern, "*")
+		return strings.HasPrefix(subject, server) && len(subject) > len(server)
+	}
+	return r.Pattern == subject
 }

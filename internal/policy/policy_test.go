@@ -33,6 +33,10 @@ func TestParseInvalid(t *testing.T) {
 		{"trailing comment", AgentPolicy, "allow tool a # x\n", "f:1"},
 		{"bad name", AgentPolicy, "allow tool ../x\n", "f:1"},
 		{"glob", AgentPolicy, "allow tool b*\n", "f:1"},
+		{"mcp glob in tool part", AgentPolicy, "allow tool fs.b*\n", "f:1"},
+		{"mcp no server", AgentPolicy, "allow tool .*\n", "f:1"},
+		{"mcp star server", AgentPolicy, "allow tool *.x\n", "f:1"},
+		{"mcp server star in a label", ToolPolicy, "allow label fs.*\n", "f:1"},
 		{"CR", AgentPolicy, "allow tool a\r\n", "f:1"},
 		{"NUL", AgentPolicy, "allow tool a\x00\n", "f:1"},
 		{"bad utf8", AgentPolicy, "\n\xff\n", "f:2"},
@@ -79,6 +83,14 @@ func TestDecide(t *testing.T) {
 		{"agent checked first", s("deny tool bash\n"), s("deny label *\n"), "bash", "x", false, LayerAgent},
 		{"whitespace and tabs", s("  allow\ttool   bash  \n"), nil, "bash", "", true, ""},
 		{"no final newline", s("allow tool bash"), nil, "bash", "", true, ""},
+		// spec: issue 13 — MCP tools SERVER.TOOL and SERVER.*
+		{"mcp server star", s("allow tool fs.*\n"), nil, "fs.read_file", "", true, ""},
+		{"mcp server star not the bare name", s("allow tool fs.*\n"), nil, "fs", "", false, LayerAgent},
+		{"mcp server star not a prefix", s("allow tool fs.*\n"), nil, "fsx.read", "", false, LayerAgent},
+		{"mcp deny one tool", s("allow tool fs.*\ndeny tool fs.write_file\n"), nil, "fs.write_file", "", false, LayerAgent},
+		{"mcp deny server wins over star", s("allow tool *\ndeny tool fs.*\n"), nil, "fs.read_file", "", false, LayerAgent},
+		{"mcp star covers", s("allow tool *\n"), nil, "everything.echo", "", true, ""},
+		{"mcp long tool name", s("allow tool srv.a-very-long-tool-name-that-is-over-sixty-four-characters-long-indeed-yes\n"), nil, "srv.a-very-long-tool-name-that-is-over-sixty-four-characters-long-indeed-yes", "", true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ap, tp *Policy

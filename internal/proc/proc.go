@@ -27,8 +27,11 @@ import (
 
 // Proc is one started sandbox.
 type Proc struct {
-	cmd     *exec.Cmd
-	Stdout  io.ReadCloser
+	cmd    *exec.Cmd
+	Stdout io.ReadCloser
+	// Stdin is the write end of the program's stdin when Options.StdinPipe
+	// is set (an MCP server's requests); nil otherwise.
+	Stdin   io.WriteCloser
 	stderr  *Tail
 	done    chan struct{}
 	err     error
@@ -38,10 +41,14 @@ type Proc struct {
 
 // Options for Start.
 type Options struct {
-	Bwrap     string     // bwrap binary (absolute)
-	Spec      bwrap.Spec // the sandbox
-	Stdin     []byte     // written then closed
-	StderrMax int        // bytes of stderr kept (tail); default 64 KiB
+	Bwrap string     // bwrap binary (absolute)
+	Spec  bwrap.Spec // the sandbox
+	Stdin []byte     // written then closed
+	// StdinPipe gives the program a stdin pipe the caller writes
+	// (Proc.Stdin) instead of Stdin: for a long-lived server speaking a
+	// protocol (issue 13, MCP over stdio).
+	StdinPipe bool
+	StderrMax int // bytes of stderr kept (tail); default 64 KiB
 	// Place, when set, runs after bwrap started and before it may run
 	// anything (the block pipe holds it): the run's cgroup takes the pid
 	// here, so nothing inside escapes its limits. An error ends the start.
@@ -82,7 +89,9 @@ func Start(o Options) (*Proc, error) {
 	cmd := exec.Command(o.Bwrap, args...)
 	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv/--setenv)
 	cmd.Dir = "/"
-	cmd.Stdin = bytes.NewReader(o.Stdin)
+	if !o.StdinPipe {
+		cmd.Stdin = bytes.NewReader(o.Stdin)
+	}
 	cmd.ExtraFiles = o.Spec.Files // numbered by Spec.Pass
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 2 * time.Second
@@ -94,6 +103,11 @@ func Start(o Options) (*Proc, error) {
 	cmd.Stderr = p.stderr
 	if p.Stdout, err = cmd.StdoutPipe(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+	}
+	if o.StdinPipe {
+		if p.Stdin, err = cmd.StdinPipe(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+		}
 	}
 	if o.Roots == nil && o.Place == nil {
 		if err := startIn(cmd, o.Enter); err != nil {

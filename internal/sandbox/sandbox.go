@@ -316,10 +316,12 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 				bwrap.Mount{Src: filepath.Join(dir, "events.jsonl"), Dst: at + "/events.jsonl", Try: true},
 				bwrap.Mount{Src: filepath.Join(dir, "messages.jsonl"), Dst: at + "/messages.jsonl", Try: true},
 				bwrap.Mount{Src: filepath.Join(dir, "terminal"), Dst: at + "/terminal", Try: true},
+				bwrap.Mount{Src: filepath.Join(dir, "mcp-tools.json"), Dst: at + "/mcp-tools.json", Try: true},
 			)
 		} else if sd, err := safefs.OpenBeneath(root, relTo(l.Root, dir), unix.O_PATH|unix.O_DIRECTORY); err == nil {
 			mount(&s.MountsAfter, sd, dir, at, true)
-			for _, f := range []string{"events.jsonl", "messages.jsonl", "terminal"} {
+			// mcp-tools.json: the host's MCP listing (issue 13), read-only like the log.
+			for _, f := range []string{"events.jsonl", "messages.jsonl", "terminal", "mcp-tools.json"} {
 				if ff, err := safefs.OpenBeneath(sd, f, unix.O_PATH); err == nil {
 					mount(&s.MountsAfter, ff, filepath.Join(dir, f), at+"/"+f, false)
 				}

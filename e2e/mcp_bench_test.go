@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// BenchmarkMCPEchoVsSDK compares, interleaved, a warm `tsh call
+// everything.echo message=hi` op (socket, durable frames, authority,
+// schema validation, the sandboxed server reused) with the same call made
+// by the SDK's own client on an unsandboxed server it started itself.
+// The first call of the session (the server's start in its sandbox) is
+// reported apart. spec: issue 13
+func BenchmarkMCPEchoVsSDK(b *testing.B) {
+	npm := needServers(b)
+	w := newWorld(b)
+	w.start()
+	w.mustCtx("agent", "create", "mb", "--exec", binDir+"/testagent")
+	w.mustCtx("mcp", "add", "everything", "--", npmBin(npm, "everything"))
+	c := w.dial("mb")
+	call := func(id string) {
+		c.send(map[string]any{"op": "tsh", "id": id, "session": "bench", "args": []string{"call", "everything.echo", "message=hi"}})
+		got := c.until("done", 30*time.Second)
+		if got[len(got)-1].Status != "ok" {
+			b.Fatal(types(got))
+		}
+	}
+	t0 := time.Now()
+	call("first")
+	first := time.Since(t0)
+
+	ctx := context.Background()
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	t0 = time.Now()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(npmBin(npm, "everything"))}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	sdkCall := func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}})
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+	sdkCall()
+	sdkFirst := time.Since(t0)
+
+	var ctxT, sdkT time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 = time.Now()
+		call("b" + strconv.Itoa(i))
+		ctxT += time.Since(t0)
+		t0 = time.Now()
+		sdkCall()
+		sdkT += time.Since(t0)
+	}
+	b.StopTimer() // the SDK client's Close waits for its server to exit
+	n := float64(b.N)
+	b.ReportMetric(float64(first.Microseconds())/1000, "first-call-ms")
+	b.ReportMetric(float64(sdkFirst.Microseconds())/1000, "sdk-first-call-ms")
+	b.ReportMetric(float64(ctxT.Microseconds())/n/1000, "tsh-call-ms")
+	b.ReportMetric(float64(sdkT.Microseconds())/n/1000, "sdk-call-ms")
+	b.ReportMetric(float64(ctxT)/float64(sdkT), "tsh/sdk")
+}

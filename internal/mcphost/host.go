@@ -1,0 +1,781 @@
+// Package mcphost runs MCP servers for agent sessions and calls their
+// tools (issue 13). The daemon is the MCP client (the official Go SDK,
+// github.com/modelcontextprotocol/go-sdk); each stdio server runs inside
+// bwrap with its agent's view, plus read-only binds of its own
+// installation, and talks over its stdin/stdout.
+//
+// A Manager is a daemon service like the placeholder registry, not an
+// actor: every method may block (a start, a call) and is called from the
+// goroutines tool actors run off their Receive, never from a Receive.
+// Servers start lazily on a session's first use, are reused by that
+// session's later calls, stop after Idle without a call, when the session
+// actor stops (StopSession) or at daemon shutdown (Close); a server that
+// crashed, hung past Timeout or broke the protocol is stopped and started
+// again on the next call. Nothing a server does can take the daemon down:
+// its output is read by the SDK with a bounded message size, its process
+// is killed with its whole sandbox.
+package mcphost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/mcpconf"
+	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/safefs"
+	"github.com/cortexfs/ctx/internal/sandbox"
+)
+
+// Defaults of the tunables (CTX_MCP_IDLE, CTX_MCP_TIMEOUT).
+const (
+	DefaultIdle    = 5 * time.Minute
+	DefaultTimeout = 60 * time.Second
+	// MaxMessage bounds one JSON-RPC message from a server: a larger one
+	// (a 10 MiB result) ends the connection with an error result, and
+	// the server is restarted on the next call.
+	MaxMessage = 4 << 20
+	// ListSettle is how long a start waits for a tools/list_changed right
+	// after initialize (servers that register tools once initialized).
+	ListSettle = 100 * time.Millisecond
+)
+
+// ErrDeclined is what a server asking for sampling or elicitation gets.
+var ErrDeclined = errors.New("ctx declines sampling and elicitation requests from MCP servers: the agent's model and its person are reached only through ctx's own run, not by a tool server")
+
+// ErrClosed is returned once the manager is closed (daemon shutdown).
+var ErrClosed = errors.New("mcp: the daemon is shutting down")
+
+// Options configure a Manager.
+type Options struct {
+	Layout  layout.Layout
+	Bwrap   string
+	Version string // reported to servers as the client version
+	// Idle stops a server after this long without a call (0: DefaultIdle).
+	Idle time.Duration
+	// Timeout bounds a start (initialize and tools/list) and each call (0: DefaultTimeout).
+	Timeout time.Duration
+	// Grace is SIGTERM→SIGKILL when a server is stopped.
+	Grace time.Duration
+	Log   *slog.Logger
+}
+
+// Key names one server process: a session's instance of a declared server.
+type Key struct{ Agent, Scope, Session, Server string }
+
+// Target is what a start needs: the session's view of the agent and the
+// server's declaration.
+type Target struct {
+	View sandbox.View
+	Name string
+	Decl *mcpconf.Server
+}
+
+func (t Target) key() Key {
+	scope := t.View.Scope
+	if scope == "" {
+		scope = layout.ScopePrivate
+	}
+	return Key{Agent: t.View.Def.Name, Scope: scope, Session: t.View.Session, Server: t.Name}
+}
+
+// fingerprint changes when the server must be restarted for a call: its
+// declaration, or the workspace and cwd of the view it runs in.
+func (t Target) fingerprint() string {
+	data, _ := json.Marshal(struct {
+		D      *mcpconf.Server
+		W, C   string
+		N      bool
+		Policy string
+	}{t.Decl, t.View.Workspace, t.View.WorkDir(), t.View.Def.Network, t.View.Def.Control})
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:8])
+}
+
+// Manager owns every running server of the daemon.
+type Manager struct {
+	o       Options
+	mu      sync.Mutex
+	servers map[Key]*server
+	closed  bool
+	wg      sync.WaitGroup // watchers of running servers
+}
+
+// New builds a Manager.
+func New(o Options) *Manager {
+	if o.Idle <= 0 {
+		o.Idle = DefaultIdle
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Grace <= 0 {
+		o.Grace = 2 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	return &Manager{o: o, servers: map[Key]*server{}}
+}
+
+// Timeout is the per-call bound.
+func (m *Manager) Timeout() time.Duration { return m.o.Timeout }
+
+// server is one declared server of one session; conn is its running
+// instance, nil when stopped.
+type server struct {
+	key  Key
+	mu   sync.Mutex // held across a start: one start at a time
+	conn *conn
+	fp   string
+	busy int
+	idle *time.Timer
+}
+
+// conn is a running server.
+type conn struct {
+	name  string
+	cs    *mcp.ClientSession
+	p     *proc.Proc // nil for a URL server
+	tools map[string]*mcp.Tool
+	names []string
+	dead  chan struct{} // closed once the server is gone
+	why   string        // why it ended, set before dead closes
+	stale atomic.Bool   // the server said its tool list changed
+	// changed is signalled by list_changed (buffered, never blocks).
+	changed chan struct{}
+
+	vmu   sync.Mutex // guards tools, names, valid
+	valid map[string]*Validator
+}
+
+// tool returns the named tool of the current list.
+func (c *conn) tool(name string) *mcp.Tool {
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	return c.tools[name]
+}
+
+// list returns the current tools, sorted by name.
+func (c *conn) list() []*mcp.Tool {
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	out := make([]*mcp.Tool, 0, len(c.names))
+	for _, n := range c.names {
+		out = append(out, c.tools[n])
+	}
+	return out
+}
+
+func (c *conn) alive() bool {
+	select {
+	case <-c.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// stderrTail is the last lines of the server's stderr, for error results.
+func (c *conn) stderrTail() string {
+	if c.p == nil {
+		return ""
+	}
+	b := c.p.Stderr()
+	if len(b) > 1024 {
+		b = b[len(b)-1024:]
+	}
+	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+	if s == "" {
+		return ""
+	}
+	return "; server stderr: " + s
+}
+
+// stop ends the server: stdin closed and SIGTERM, SIGKILL after grace
+// (graceful), or SIGKILL at once.
+func (c *conn) stop(grace time.Duration) {
+	if c.p != nil {
+		if grace > 0 {
+			_ = c.p.Stdin.Close()
+			c.p.Terminate(context.Background(), grace)
+		} else {
+			c.p.Kill()
+		}
+	}
+	go c.cs.Close() // unblocks once the process is gone; never waited on here
+}
+
+// validator returns the argument validator of a tool (resolved once).
+func (c *conn) validator(tool string) (*Validator, error) {
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	if v, ok := c.valid[tool]; ok {
+		return v, nil
+	}
+	t := c.tools[tool]
+	if t == nil {
+		return nil, fmt.Errorf("tool %s is gone from the server's list", tool)
+	}
+	v, err := NewValidator(t.InputSchema)
+	if err != nil {
+		return nil, err
+	}
+	if c.valid == nil {
+		c.valid = map[string]*Validator{}
+	}
+	c.valid[tool] = v
+	return v, nil
+}
+
+func (m *Manager) server(k Key) (*server, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	s := m.servers[k]
+	if s == nil {
+		s = &server{key: k}
+		m.servers[k] = s
+	}
+	return s, nil
+}
+
+// acquire returns the running server of t, starting (or restarting) it
+// when needed, and marks it busy until release.
+func (m *Manager) acquire(ctx context.Context, t Target) (*server, *conn, error) {
+	s, err := m.server(t.key())
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fp := t.fingerprint()
+	if s.conn != nil && (!s.conn.alive() || s.fp != fp) {
+		if s.conn.alive() {
+			m.o.Log.Info("mcp server restarts: its declaration or view changed", "server", t.Name, "agent", t.View.Def.Name, "session", t.View.Session)
+			s.conn.stop(m.o.Grace)
+		}
+		s.conn = nil
+	}
+	if s.conn == nil {
+		c, err := m.start(ctx, t)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.conn, s.fp = c, fp
+	} else if s.conn.stale.Load() {
+		lctx, cancel := context.WithTimeout(ctx, m.o.Timeout)
+		err := m.listTools(lctx, s.conn)
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	s.busy++
+	if s.idle != nil {
+		s.idle.Stop()
+		s.idle = nil
+	}
+	return s, s.conn, nil
+}
+
+func (m *Manager) release(s *server) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy--
+	if s.busy > 0 || s.conn == nil {
+		return
+	}
+	c := s.conn
+	s.idle = time.AfterFunc(m.o.Idle, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.conn == c && s.busy == 0 {
+			m.o.Log.Info("mcp server idle: stopped", "server", c.name, "session", s.key.Session, "idle", m.o.Idle)
+			c.stop(m.o.Grace)
+			s.conn = nil
+		}
+	})
+}
+
+// kill stops c (if still the server's instance) at once: hung or broken.
+func (m *Manager) kill(s *server, c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.stop(0)
+	if s.conn == c {
+		s.conn = nil
+	}
+}
+
+// Tools lists the tools of t's server (starting it if needed), sorted by name.
+func (m *Manager) Tools(ctx context.Context, t Target) ([]*mcp.Tool, error) {
+	s, c, err := m.acquire(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	defer m.release(s)
+	return c.list(), nil
+}
+
+// Tool is one tool of a running server, with what an approval shows.
+type Tool struct {
+	*mcp.Tool
+	Args map[string]any
+}
+
+// Prepare starts t's server if needed, finds tool and turns words (tsh
+// call words after SERVER.TOOL) into validated arguments. An unknown tool
+// or bad arguments is an error matching ErrBadArgs: nothing is sent to the
+// server (no tools/call).
+func (m *Manager) Prepare(ctx context.Context, t Target, tool string, words []string) (*Tool, error) {
+	s, c, err := m.acquire(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	defer m.release(s)
+	mt := c.tool(tool)
+	if mt == nil {
+		// A server may register tools just after initialize (and say so
+		// with list_changed, which may not have arrived yet): list again once.
+		lctx, cancel := context.WithTimeout(ctx, m.o.Timeout)
+		if m.listTools(lctx, c) == nil {
+			mt = c.tool(tool)
+		}
+		cancel()
+	}
+	if mt == nil {
+		return nil, fmt.Errorf("MCP server %s has no tool %q (tsh list shows %s.*): %w", t.Name, tool, t.Name, ErrBadArgs)
+	}
+	args, err := ParseArgs(words, mt.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("%s.%s: %w", t.Name, tool, err)
+	}
+	v, err := c.validator(tool)
+	if err != nil {
+		return nil, fmt.Errorf("%s.%s: the server's %w; refusing the call: %w", t.Name, tool, err, ErrBadArgs)
+	}
+	if err := v.Validate(args); err != nil {
+		return nil, fmt.Errorf("%s.%s: arguments do not match the input schema %s: %w", t.Name, tool, CompactSchema(mt.InputSchema), err)
+	}
+	return &Tool{Tool: mt, Args: args}, nil
+}
+
+// Outcome is a call's tool_result content.
+type Outcome struct {
+	Status    string // ok | error | cancelled
+	Content   string
+	Truncated bool
+}
+
+// Call calls tool with args on t's server, bounded by Timeout. A cancelled
+// ctx (the run was cancelled) makes the SDK send notifications/cancelled
+// for the request in flight; the call then ends at once. A server that
+// does not answer in time is killed (restarted on the next call); one that
+// exits or breaks the protocol gives an error outcome naming why.
+func (m *Manager) Call(ctx context.Context, t Target, tool string, args map[string]any) Outcome {
+	fail := func(format string, a ...any) Outcome {
+		return Outcome{Status: "error", Content: fmt.Sprintf(format, a...)}
+	}
+	s, c, err := m.acquire(ctx, t)
+	if err != nil {
+		return fail("MCP server %s: %v", t.Name, err)
+	}
+	defer m.release(s)
+	cctx, cancel := context.WithTimeout(ctx, m.o.Timeout)
+	defer cancel()
+	res, err := c.cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	switch {
+	case err == nil:
+		st, content, trunc := FormatResult(res)
+		return Outcome{Status: st, Content: content, Truncated: trunc}
+	case ctx.Err() != nil:
+		return Outcome{Status: "cancelled", Content: fmt.Sprintf("%s.%s: cancelled (notifications/cancelled sent to the server)", t.Name, tool)}
+	case cctx.Err() != nil:
+		m.kill(s, c)
+		return fail("MCP server %s did not answer %s within %s: it was stopped and starts again on the next call%s", t.Name, tool, m.o.Timeout, c.stderrTail())
+	}
+	// The connection broke (the server exited, was killed, or sent
+	// something the client refused, e.g. a message over MaxMessage).
+	select {
+	case <-c.dead:
+	case <-time.After(500 * time.Millisecond):
+	}
+	m.kill(s, c)
+	why := c.why
+	if why == "" {
+		why = err.Error()
+	}
+	return fail("MCP server %s failed during %s: %s; it starts again on the next call%s", t.Name, tool, why, c.stderrTail())
+}
+
+// StopSession stops every server of one session (the session actor
+// stopped). It does not wait.
+func (m *Manager) StopSession(agent, scope, session string) {
+	m.mu.Lock()
+	var stop []*server
+	for k, s := range m.servers {
+		if k.Agent == agent && k.Scope == scope && k.Session == session {
+			stop = append(stop, s)
+			delete(m.servers, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range stop {
+		go m.stopServer(s)
+	}
+}
+
+func (m *Manager) stopServer(s *server) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idle != nil {
+		s.idle.Stop()
+	}
+	if s.conn != nil {
+		s.conn.stop(m.o.Grace)
+		s.conn = nil
+	}
+}
+
+// Close stops every server and waits (at most ctx) for them to be gone.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	all := m.servers
+	m.servers = map[Key]*server{}
+	m.mu.Unlock()
+	for _, s := range all {
+		m.stopServer(s)
+	}
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("mcp: servers still stopping: %w", ctx.Err())
+	}
+}
+
+// Running lists the keys of running servers (for tests and logs).
+func (m *Manager) Running() []Key {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Key
+	for k, s := range m.servers {
+		if s.mu.TryLock() {
+			if s.conn != nil && s.conn.alive() {
+				out = append(out, k)
+			}
+			s.mu.Unlock()
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i]) < fmt.Sprint(out[j]) })
+	return out
+}
+
+// client is the SDK client ctx presents: no roots (a server sees only its
+// sandbox and its arguments), sampling and elicitation declined.
+func (m *Manager) client(c *conn) *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "ctx", Version: m.o.Version}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			c.stale.Store(true) // listed again before the next use
+			select {
+			case c.changed <- struct{}{}:
+			default:
+			}
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return nil, ErrDeclined
+		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return nil, ErrDeclined
+		},
+	})
+}
+
+// start runs t's server and initializes the session, within Timeout.
+func (m *Manager) start(ctx context.Context, t Target) (*conn, error) {
+	sctx, cancel := context.WithTimeout(ctx, m.o.Timeout)
+	defer cancel()
+	c := &conn{name: t.Name, dead: make(chan struct{}), changed: make(chan struct{}, 1)}
+	var transport mcp.Transport
+	var held *sandbox.Held
+	if t.Decl.URL != "" {
+		transport = &mcp.StreamableClientTransport{Endpoint: t.Decl.URL, MaxRetries: -1}
+	} else {
+		p, h, err := m.spawn(t)
+		if err != nil {
+			return nil, fmt.Errorf("MCP server %s: %w", t.Name, err)
+		}
+		c.p, held = p, h
+		transport = &mcp.IOTransport{Reader: p.Stdout, Writer: p.Stdin, MaxLineLength: MaxMessage}
+	}
+	cleanup := func() {
+		if c.p != nil {
+			c.p.Kill()
+			go func() { _ = c.p.Wait(); held.Ended() }()
+		}
+	}
+	began := time.Now()
+	cs, err := m.client(c).Connect(sctx, transport, nil)
+	if err != nil {
+		why := err.Error()
+		if sctx.Err() != nil && ctx.Err() == nil {
+			why = fmt.Sprintf("no answer to initialize within %s", m.o.Timeout)
+		}
+		if c.p != nil {
+			// Give an exiting server a moment so its stderr is in the error.
+			select {
+			case <-exited(c.p):
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		cleanup()
+		return nil, fmt.Errorf("MCP server %s did not start: %s%s", t.Name, why, c.stderrTail())
+	}
+	c.cs = cs
+	if err := m.listTools(sctx, c); err != nil {
+		cleanup()
+		_ = cs.Close()
+		return nil, err
+	}
+	// Servers often register more tools once initialized (the everything
+	// server's sampling tool) and say so at once: wait briefly for that.
+	select {
+	case <-c.changed:
+		if err := m.listTools(sctx, c); err != nil {
+			cleanup()
+			_ = cs.Close()
+			return nil, err
+		}
+	case <-time.After(ListSettle):
+	}
+	m.o.Log.Info("mcp server started", "server", t.Name, "session", t.View.Session,
+		"tools", len(c.names), "took", time.Since(began).Round(time.Millisecond))
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		err := cs.Wait()
+		if c.p != nil {
+			c.p.Kill() // whatever is left of its sandbox
+			_ = c.p.Wait()
+			held.Ended()
+			if c.p.ExitCode() != 0 {
+				c.why = fmt.Sprintf("the server exited (status %d)", c.p.ExitCode())
+			}
+		}
+		if c.why == "" && err != nil {
+			c.why = "connection closed: " + err.Error()
+		}
+		close(c.dead)
+		m.o.Log.Info("mcp server gone", "server", t.Name, "session", t.View.Session, "why", c.why)
+	}()
+	return c, nil
+}
+
+// listTools (re)reads the server's tools (tools/list).
+func (m *Manager) listTools(ctx context.Context, c *conn) error {
+	c.stale.Store(false)
+	tools := map[string]*mcp.Tool{}
+	var names []string
+	for tool, err := range c.cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("MCP server %s: tools/list: %v%s", c.name, err, c.stderrTail())
+		}
+		if !toolNameOK(tool.Name) {
+			m.o.Log.Warn("mcp tool left out: its name cannot be addressed as SERVER.TOOL", "server", c.name, "tool", tool.Name)
+			continue
+		}
+		tools[tool.Name] = tool
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	c.vmu.Lock()
+	c.tools, c.names, c.valid = tools, names, nil
+	c.vmu.Unlock()
+	return nil
+}
+
+func exited(p *proc.Proc) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		// Done closes only after Wait; poll the process state instead.
+		for i := 0; i < 20; i++ {
+			if len(proc.Descendants(p.Pid())) == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+func toolNameOK(n string) bool {
+	if n == "" || len(n) > 128 {
+		return false
+	}
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// systemDirs are visible in every sandbox already (bwrap.Spec.System).
+var systemDirs = []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/"}
+
+// spawn starts t's stdio server in bwrap: the agent's view (its home,
+// the workspace, .d/mount; no tool files, no tsh, no launch root — a
+// server has no capability on the control socket), network only with
+// net, plus its installation read-only, and the env file's values.
+func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, error) {
+	if t.View.Def == nil {
+		return m.spawnBare(t)
+	}
+	v := t.View
+	v.Run, v.Tsh, v.Tools = "", false, sandbox.ToolView(0)
+	env := v.ToolEnv()
+	delete(env, "CTX_RUN")
+	delete(env, "CTX_CONTROL_SOCKET")
+	if len(t.Decl.Env) > 0 {
+		vals, err := ReadEnv(m.o.Layout, t.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, k := range t.Decl.Env {
+			if val, ok := vals[k]; ok {
+				env[k] = val
+			}
+		}
+	}
+	argv := append([]string{t.Decl.Command}, t.Decl.Args...)
+	spec, held, err := v.Build(argv, env)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	spec.Network = t.Decl.Net
+	binds := append([]string{t.Decl.Command}, t.Decl.Binds...)
+	for _, b := range binds {
+		if isSystem(b) {
+			continue
+		}
+		if _, err := os.Stat(b); err != nil {
+			held.Ended()
+			return nil, nil, fmt.Errorf("its installation %s is gone (%v): install it again or run ctx mcp add again", b, err)
+		}
+		spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b})
+	}
+	p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true})
+	held.Started()
+	if err != nil {
+		held.Ended()
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return p, held, nil
+}
+
+// spawnBare starts a server outside any agent's view (ctx mcp tools
+// without --agent): the system directories, an empty home and /tmp, its
+// installation read-only, network only with net.
+func (m *Manager) spawnBare(t Target) (*proc.Proc, *sandbox.Held, error) {
+	env := map[string]string{"HOME": layout.SandboxHome, "LANG": "C.UTF-8", "USER": "agent", "LOGNAME": "agent", "TERM": "dumb"}
+	if len(t.Decl.Env) > 0 {
+		vals, err := ReadEnv(m.o.Layout, t.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, k := range t.Decl.Env {
+			if val, ok := vals[k]; ok {
+				env[k] = val
+			}
+		}
+	}
+	spec := bwrap.Spec{System: true, Tmpfs: []string{layout.SandboxHome}, Env: env, Chdir: layout.SandboxHome,
+		Argv: append([]string{t.Decl.Command}, t.Decl.Args...), Network: t.Decl.Net}
+	for _, b := range append([]string{t.Decl.Command}, t.Decl.Binds...) {
+		if !isSystem(b) {
+			spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b})
+		}
+	}
+	p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return p, &sandbox.Held{}, nil
+}
+
+// Probe starts a server once, lists its tools and stops it (ctx mcp
+// tools). A zero view runs it outside any agent's view.
+func (m *Manager) Probe(ctx context.Context, t Target) ([]*mcp.Tool, error) {
+	c, err := m.start(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if c.stale.Load() { // tools registered once initialized (e.g. for sampling)
+		_ = m.listTools(ctx, c)
+	}
+	out := c.list()
+	c.stop(m.o.Grace)
+	<-c.dead
+	return out, nil
+}
+
+func isSystem(p string) bool {
+	for _, d := range systemDirs {
+		if strings.HasPrefix(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// EnvFile is where the values of a server's --env live:
+// home/<uid>/secrets/mcp/<name>.env, owner-only.
+func EnvFile(l layout.Layout, name string) string {
+	return filepath.Join(l.UserHome(), "secrets", "mcp", name+".env")
+}
+
+// ReadEnv reads a server's env file: a regular file (not followed if a
+// symlink) owned by the user, mode 0600 or 0400 — anything else refused.
+func ReadEnv(l layout.Layout, name string) (map[string]string, error) {
+	path := EnvFile(l, name)
+	f, st, err := safefs.OpenRegular(path)
+	if err != nil {
+		return nil, fmt.Errorf("env file: %w", err)
+	}
+	defer f.Close()
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("env file %s: mode %o, want 0600 (owner only)", path, perm)
+	}
+	if uid, ok := ownerOf(st); ok && uid != l.UID {
+		return nil, fmt.Errorf("env file %s: owned by uid %d, not %d", path, uid, l.UID)
+	}
+	data := make([]byte, mcpconf.MaxEnvSize+1)
+	n, _ := f.Read(data)
+	return mcpconf.ParseEnv(data[:n])
+}

@@ -1,0 +1,70 @@
+package mcphost
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestResolve: an npm bin symlink anywhere on the host becomes node on the
+// real script, with the outermost node_modules and node's own prefix bound;
+// npx of a package that is not installed is refused with the install
+// command; of an installed one, its bin is used. spec: issue 13
+func TestResolve(t *testing.T) {
+	dir := t.TempDir()
+	nm := filepath.Join(dir, "prefix", "node_modules")
+	pkg := filepath.Join(nm, "@scope", "server-x")
+	os.MkdirAll(filepath.Join(pkg, "dist"), 0o755)
+	os.WriteFile(filepath.Join(pkg, "package.json"), []byte(`{"name":"@scope/server-x","bin":{"mcp-server-x":"dist/index.js"}}`), 0o644)
+	script := filepath.Join(pkg, "dist", "index.js")
+	os.WriteFile(script, []byte("#!/usr/bin/env node\nconsole.log(1)\n"), 0o755)
+	os.MkdirAll(filepath.Join(nm, ".bin"), 0o755)
+	os.Symlink("../@scope/server-x/dist/index.js", filepath.Join(nm, ".bin", "mcp-server-x"))
+	node := filepath.Join(dir, "opt", "node", "bin", "node")
+	os.MkdirAll(filepath.Dir(node), 0o755)
+	os.WriteFile(node, []byte("#!/bin/sh\n"), 0o755)
+	cfgFile := filepath.Join(dir, "conf.json")
+	os.WriteFile(cfgFile, []byte("{}"), 0o644)
+	r := Resolver{
+		LookPath: func(n string) (string, error) {
+			switch n {
+			case "node":
+				return node, nil
+			case "mcp-server-x":
+				return filepath.Join(nm, ".bin", "mcp-server-x"), nil
+			}
+			return "", errors.New("not found")
+		},
+		NpmRoot: func() (string, error) { return nm, nil },
+	}
+	s, err := r.Resolve("mcp-server-x", []string{"/workspace", cfgFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "opt", "node"), nm, cfgFile}
+	if s.Command != node || !reflect.DeepEqual(s.Args, []string{script, "/workspace", cfgFile}) || !reflect.DeepEqual(s.Binds, want) {
+		t.Errorf("resolved %+v, want binds %v", s, want)
+	}
+	if err := s.Validate("x"); err != nil {
+		t.Error(err)
+	}
+	s, err = r.Resolve("npx", []string{"-y", "@scope/server-x@1.0", "/workspace"})
+	if err != nil || s.Command != node || s.Args[0] != script || s.Args[1] != "/workspace" {
+		t.Errorf("npx of an installed package: %+v %v", s, err)
+	}
+	_, err = r.Resolve("npx", []string{"-y", "@scope/absent"})
+	if !errors.Is(err, ErrDownload) || !strings.Contains(err.Error(), "npm install -g @scope/absent") {
+		t.Errorf("npx of an absent package: %v", err)
+	}
+	if _, err := r.Resolve("nope", nil); err == nil {
+		t.Error("a command not on PATH resolved")
+	}
+	bin := filepath.Join(dir, "srv")
+	os.WriteFile(bin, []byte("\x7fELF"), 0o755)
+	if s, err := r.Resolve(bin, nil); err != nil || s.Command != bin || len(s.Binds) != 0 {
+		t.Errorf("a binary: %+v %v", s, err)
+	}
+}
