@@ -109,12 +109,12 @@ func modelWorld(t *testing.T, f *fakeProvider, model string) *world {
 	w.tool("clock", "#!/bin/sh\necho 2026-12-02 12:00:00\n")
 	w.mustCtx("agent", "create", "m", "--model", model)
 	// issue 12: a model agent's default policy allows the standard
-	// toolset; widen it for the test's clock, as a person would.
+	// toolset; widen it for the tests' own tools, as a person would.
 	pol, err := os.ReadFile(filepath.Join(w.root, "agent", "m.d", "policy"))
 	if err != nil || !strings.Contains(string(pol), "allow tool bash\n") {
 		t.Fatalf("default policy of a model agent: %q %v", pol, err)
 	}
-	w.writeControl("m", "policy", string(pol)+"allow tool clock\n")
+	w.writeControl("m", "policy", string(pol)+"allow tool *\n")
 	return w
 }
 
