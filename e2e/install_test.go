@@ -59,7 +59,7 @@ func TestInstallQuickStart(t *testing.T) {
 	base := t.TempDir()
 	prefix := filepath.Join(base, "prefix")
 	installPrefix(t, prefix)
-	for _, f := range []string{"bin/ctx", "bin/ctxterm", "bin/tsh", "bin/agent.update", "bin/agent.sh",
+	for _, f := range []string{"bin/ctx", "bin/ctxterm", "bin/tsh", "bin/agent.update", "bin/ctxtools", "bin/agent.sh",
 		"lib/systemd/user/ctx.socket", "lib/systemd/user/ctx.service",
 		"share/bash-completion/completions/ctx", "share/zsh/site-functions/_ctx", "share/fish/vendor_completions.d/ctx.fish"} {
 		if _, err := os.Stat(filepath.Join(prefix, f)); err != nil {
@@ -92,7 +92,8 @@ func TestInstallQuickStart(t *testing.T) {
 		}
 		return out.String()
 	}
-	if out := sh("ctx", "init"); out != "CTX_ROOT "+root+" ready\n" {
+	// issue 12: ctx init also installs the standard toolset from the prefix.
+	if out := sh("ctx", "init"); out != "CTX_ROOT "+root+" ready\ntools apply_patch bash edit fetch glob grep ls read write in "+root+"/tool\n" {
 		t.Errorf("ctx init: %q", out)
 	}
 	if _, err := os.Stat(filepath.Join(root, "bin", "tsh")); err != nil {
@@ -107,6 +108,10 @@ func TestInstallQuickStart(t *testing.T) {
 	}
 	if out := sh("agent.sh", "demo", "what", "time", "is", "it?"); !answer.MatchString(out) {
 		t.Errorf("agent.sh: %q", out)
+	}
+	os.WriteFile(filepath.Join(work, "notes.txt"), []byte("one\ntwo\n"), 0o644)
+	if out := sh("ctx", "agent", "tsh", "demo", "--", "call", "read", "notes.txt"); out != "     1\tone\n     2\ttwo\n" {
+		t.Errorf("the installed read tool: %q", out)
 	}
 	ev, err := os.ReadFile(filepath.Join(root, "home", strconv.Itoa(os.Getuid()), "agent/demo/session/default/events.jsonl"))
 	if err != nil || !strings.Contains(string(ev), `"type":"tool_result"`) || !strings.Contains(string(ev), `"name":"tsh"`) {

@@ -186,7 +186,7 @@ func DefaultPolicy(extra []string) string {
 	b.WriteString("# Default policy of a coding agent (ctx agent create --model): the standard\n" +
 		"# toolset and agent.update. Narrow it: delete a line, or add `deny tool NAME`\n" +
 		"# (deny wins). Widen it: `allow tool NAME`, or `allow tool *` for every tool\n" +
-		"# on the agent's CTX_PATH. Grammar: README \"Policy files\".\n")
+		"# on the agent's CTX_PATH. One rule per line: allow|deny tool NAME|*.\n")
 	seen := map[string]bool{}
 	for _, n := range append(append(append([]string{}, Standard...), "agent.update"), extra...) {
 		if !seen[n] {
