@@ -413,7 +413,7 @@ func TestMCPModelAgent(t *testing.T) {
 			tr = fr
 		}
 	}
-	if tr.Status != "ok" || tr.Content != "Echo: from the model" {
+	if tr.Status != "ok" || tr.Content != "Echo: from the model\n" {
 		t.Fatalf("tool_result %s (%v)", tr.raw, types(got))
 	}
 	reqs := f.requests()

@@ -69,16 +69,16 @@ func TestArgs(t *testing.T) {
 func TestFormatResult(t *testing.T) {
 	st, content, _ := FormatResult(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"},
 		&mcp.ImageContent{MIMEType: "image/png", Data: make([]byte, 95)}}})
-	if st != "ok" || content != "hello\n[image image/png, 95 bytes]" {
+	if st != "ok" || content != "hello\n[image image/png, 95 bytes]\n" {
 		t.Errorf("%s %q", st, content)
 	}
 	st, content, _ = FormatResult(&mcp.CallToolResult{StructuredContent: map[string]any{"b": 1, "a": "x"},
 		Content: []mcp.Content{&mcp.TextContent{Text: "{\n \"a\": \"x\", \"b\": 1}"}}})
-	if st != "ok" || content != `{"a":"x","b":1}` {
+	if st != "ok" || content != `{"a":"x","b":1}`+"\n" {
 		t.Errorf("structured: %s %q", st, content)
 	}
 	st, content, _ = FormatResult(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "boom"}}})
-	if st != "error" || content != "boom" {
+	if st != "error" || content != "boom\n" {
 		t.Errorf("isError: %s %q", st, content)
 	}
 	st, content, trunc := FormatResult(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 1<<20)}}})
@@ -86,7 +86,7 @@ func TestFormatResult(t *testing.T) {
 		t.Errorf("cut: %s %d %v", st, len(content), trunc)
 	}
 	_, content, _ = FormatResult(&mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "x://b", MIMEType: "application/pdf", Blob: make([]byte, 10)}}}})
-	if content != "[resource x://b application/pdf, 10 bytes]" {
+	if content != "[resource x://b application/pdf, 10 bytes]\n" {
 		t.Errorf("blob: %q", content)
 	}
 }

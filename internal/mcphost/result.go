@@ -55,7 +55,11 @@ func FormatResult(r *mcp.CallToolResult) (status, content string, truncated bool
 			parts = append(parts, fmt.Sprintf("[content %s]", truncate(string(data), 200)))
 		}
 	}
-	return envelope.Normalize([]byte(strings.Join(parts, "\n")), nil, !r.IsError)
+	out := strings.Join(parts, "\n")
+	if out != "" && !strings.HasSuffix(out, "\n") {
+		out += "\n" // a result ends its last line, as a tool's stdout does
+	}
+	return envelope.Normalize([]byte(out), nil, !r.IsError)
 }
 
 // repeatsText says whether the structured content only wraps the text
