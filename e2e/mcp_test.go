@@ -269,7 +269,7 @@ func TestMCPFaults(t *testing.T) {
 	ws := w.workspace()
 	usable := func(when string) {
 		t.Helper()
-		if r := w.tsh(ws, "a", "call", "ok.hello", "name="+when); r.code != 0 || r.stdout != "hello "+when {
+		if r := w.tsh(ws, "a", "call", "ok.hello", "name="+when); r.code != 0 || r.stdout != "hello "+when+"\n" {
 			t.Fatalf("after %s: %d %q %q", when, r.code, r.stdout, r.stderr)
 		}
 	}
@@ -333,7 +333,7 @@ func TestMCPCancel(t *testing.T) {
 		t.Errorf("done %s", d.raw)
 	}
 	waitFor(t, "the server to see notifications/cancelled", 5*time.Second, func() bool { return strings.Contains(w.fakeLog("a"), "cancelled slow") })
-	if r := w.tsh(w.workspace(), "a", "call", "ok.hello", "name=after"); r.code != 0 || r.stdout != "hello after" {
+	if r := w.tsh(w.workspace(), "a", "call", "ok.hello", "name=after"); r.code != 0 || r.stdout != "hello after\n" {
 		t.Errorf("after cancel: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }
@@ -438,7 +438,7 @@ func TestMCPIdleAndKill(t *testing.T) {
 		t.Fatalf("no server running after a call")
 	}
 	waitFor(t, "the idle server to stop", 5*time.Second, func() bool { return len(daemonChildren(w, "mcpfake")) == 0 })
-	if r := w.tsh(ws, "a", "call", "ok.hello", "name=2"); r.code != 0 || r.stdout != "hello 2" {
+	if r := w.tsh(ws, "a", "call", "ok.hello", "name=2"); r.code != 0 || r.stdout != "hello 2\n" {
 		t.Fatalf("after idle: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	servers := daemonChildren(w, "mcpfake")
