@@ -35,11 +35,11 @@ func ReadLabel(path string) (string, error) {
 func ParseLabel(file string, data []byte) (string, error) {
 	s := string(data)
 	if !strings.HasSuffix(s, "\n") || strings.Count(s, "\n") != 1 {
-		return "", &ParseError{File: file, Line: 1, Msg: "want exactly one LF-terminated line"}
+		return "", &ParseError{File: file, Line: 1, Msg: "want exactly one LF-terminated line", Kind: ErrInvalid}
 	}
 	s = strings.TrimSuffix(s, "\n")
 	if err := layout.CheckName("label", s); err != nil {
-		return "", &ParseError{File: file, Line: 1, Msg: err.Error()}
+		return "", &ParseError{File: file, Line: 1, Msg: err.Error(), Kind: ErrInvalid}
 	}
 	return s, nil
 }

@@ -42,6 +42,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/fileerr"
 	"io"
 	"os"
 	"regexp"
@@ -82,20 +83,7 @@ const (
 var ErrInvalid = errors.New("invalid policy")
 
 // ParseError names the file and line that made a policy invalid.
-type ParseError struct {
-	File string
-	Line int // 0 when the error concerns the whole file
-	Msg  string
-}
-
-func (e *ParseError) Error() string {
-	if e.Line == 0 {
-		return fmt.Sprintf("%s: %s", e.File, e.Msg)
-	}
-	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
-}
-
-func (e *ParseError) Unwrap() error { return ErrInvalid }
+type ParseError = fileerr.Error
 
 // Rule is one allow or deny line.
 type Rule struct {
@@ -123,7 +111,7 @@ type Policy struct {
 // Parse parses data read from file (file is only used in errors).
 func Parse(kind Kind, file string, data []byte) (*Policy, error) {
 	bad := func(line int, format string, a ...any) (*Policy, error) {
-		return nil, &ParseError{File: file, Line: line, Msg: fmt.Sprintf(format, a...)}
+		return nil, &ParseError{File: file, Line: line, Msg: fmt.Sprintf(format, a...), Kind: ErrInvalid}
 	}
 	if len(data) > MaxSize {
 		return bad(0, "over %d bytes", MaxSize)
@@ -188,7 +176,7 @@ func Parse(kind Kind, file string, data []byte) (*Policy, error) {
 func Load(kind Kind, path string) (*Policy, error) {
 	f, _, err := safefs.OpenRegular(path)
 	if errors.Is(err, safefs.ErrNotRegular) {
-		return nil, &ParseError{File: path, Msg: "not a regular file"}
+		return nil, &ParseError{File: path, Msg: "not a regular file", Kind: ErrInvalid}
 	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {

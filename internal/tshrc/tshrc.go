@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/fileerr"
 	"io"
 	"os"
 	"path/filepath"
@@ -42,20 +43,7 @@ const MaxSize = 64 << 10
 var ErrInvalid = errors.New("invalid .tshrc")
 
 // Error names the file and line that made the file invalid.
-type Error struct {
-	File string
-	Line int // 0 for whole-file errors
-	Msg  string
-}
-
-func (e *Error) Error() string {
-	if e.Line == 0 {
-		return fmt.Sprintf("%s: %s", e.File, e.Msg)
-	}
-	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
-}
-
-func (e *Error) Unwrap() error { return ErrInvalid }
+type Error = fileerr.Error
 
 const prefix = "CTX_PATH="
 
@@ -63,7 +51,7 @@ const prefix = "CTX_PATH="
 // file is used only in errors.
 func Parse(file string, data []byte) ([]string, error) {
 	bad := func(line int, format string, a ...any) ([]string, error) {
-		return nil, &Error{File: file, Line: line, Msg: fmt.Sprintf(format, a...)}
+		return nil, &Error{File: file, Line: line, Msg: fmt.Sprintf(format, a...), Kind: ErrInvalid}
 	}
 	if len(data) > MaxSize {
 		return bad(0, "over %d bytes", MaxSize)
@@ -152,7 +140,7 @@ func Load(path string) (dirs []string, present bool, err error) {
 		return nil, true, fmt.Errorf("tshrc: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, true, &Error{File: path, Msg: "not a regular file"}
+		return nil, true, &Error{File: path, Msg: "not a regular file", Kind: ErrInvalid}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
