@@ -95,7 +95,7 @@ func Load(l layout.Layout, name string) (*Def, error) {
 		return nil, fmt.Errorf("agent %q: %s is not a regular file (symlinks are refused): %w", name, d.Object, ErrInvalid)
 	}
 	read := func(ctl string) ([]byte, bool, error) {
-		b, err := readControl(filepath.Join(d.Control, ctl))
+		b, err := ReadControl(filepath.Join(d.Control, ctl))
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, false, nil
 		}
@@ -244,7 +244,7 @@ func Load(l layout.Layout, name string) (*Def, error) {
 // ReadProtect reads the grants of .d/protect in the control directory
 // ctl (none when absent). Errors wrap ErrInvalid.
 func ReadProtect(ctl string) (workspace.Grants, error) {
-	b, err := readControl(filepath.Join(ctl, "protect"))
+	b, err := ReadControl(filepath.Join(ctl, "protect"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return workspace.ParseGrants(nil)
 	}
@@ -258,7 +258,11 @@ func ReadProtect(ctl string) (workspace.Grants, error) {
 	return g, nil
 }
 
-func readControl(path string) ([]byte, error) {
+// ReadControl reads one control file safely: never through a symlink,
+// never blocking on a FIFO, regular files only, at most MaxControl bytes;
+// each refusal wraps ErrInvalid, a missing file fs.ErrNotExist. The one
+// reader of control files (issue 17 item 1: window's setter used its own).
+func ReadControl(path string) ([]byte, error) {
 	// O_NOFOLLOW: a symlink is refused, never followed; O_NONBLOCK: a FIFO
 	// cannot block the open (it is then refused as not a regular file).
 	f, st, err := safefs.OpenRegular(path)

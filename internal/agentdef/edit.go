@@ -195,7 +195,7 @@ func Get(l layout.Layout, name, control string) ([]byte, error) {
 	if _, err := os.Lstat(l.AgentObject(name)); err != nil {
 		return nil, fmt.Errorf("agent %q: %w", name, ErrNoSuchAgent)
 	}
-	return readControl(filepath.Join(l.AgentControl(name), control))
+	return ReadControl(filepath.Join(l.AgentControl(name), control))
 }
 
 func checkControlName(control string) error {

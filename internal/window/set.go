@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/agentdef"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -169,8 +170,10 @@ func UnusableFallbacks(v Value, candidates []string, limits Limits) []error {
 	return out
 }
 
+// readControl reads a control file through agentdef.ReadControl (no
+// symlink, no FIFO, bounded); a missing file is not an error.
 func readControl(path string) (b []byte, exists bool, err error) {
-	b, err = os.ReadFile(path)
+	b, err = agentdef.ReadControl(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}

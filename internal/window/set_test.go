@@ -104,3 +104,20 @@ func TestSetRefusalReasonNamesLimit(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestSetRefusesSymlinkedControl: the setter reads control files as the
+// runtime does (agentdef.ReadControl): a symlinked model file is refused,
+// never followed, and nothing is written. spec: issue 17 item 1, W2
+func TestSetRefusesSymlinkedControl(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	os.WriteFile(target, []byte("anthropic/claude-sonnet-4-5\n"), 0o644)
+	os.Symlink(target, filepath.Join(dir, "model"))
+	os.WriteFile(filepath.Join(dir, "window"), []byte("auto\n"), 0o644)
+	if err := SetWindowAndModel(dir, bp("1000\n"), nil, models.Builtin()); err == nil {
+		t.Fatal("a symlinked model file was followed")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "window")); string(b) != "auto\n" {
+		t.Errorf("window written: %q", b)
+	}
+}
