@@ -8,44 +8,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/unixsock"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// listen prepares the socket path and binds it. spec: T2 (socket hygiene:
-// 0700 dir, dial first, refuse if alive, else remove the stale file, 0600).
+// listen binds the terminal socket. spec: T2 (socket hygiene: 0700 dir,
+// dial first, refuse if alive, else remove the stale file, 0600).
 func listen(path string) (*net.UnixListener, error) {
-	dir := filepath.Dir(path)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("ctxterm: socket dir: %w", err)
-		}
-	}
-	if st, err := os.Lstat(path); err == nil {
-		if st.Mode().Type() != os.ModeSocket {
-			return nil, fmt.Errorf("ctxterm: %s exists and is not a socket", path)
-		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("ctxterm: listen %s: %w", path, ErrInUse)
-		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("ctxterm: remove stale socket: %w", err)
-		}
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := unixsock.Listen(path)
 	if err != nil {
-		return nil, fmt.Errorf("ctxterm: listen: %w", err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("ctxterm: chmod socket: %w", err)
+		return nil, fmt.Errorf("ctxterm: %w", err)
 	}
 	return ln, nil
 }
@@ -275,20 +252,4 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
-func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, fmt.Errorf("peer credentials: %w", err)
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, fmt.Errorf("peer credentials: %w", err)
-	}
-	if cerr != nil {
-		return nil, fmt.Errorf("peer credentials: %w", cerr)
-	}
-	return cred, nil
-}
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) { return unixsock.PeerCred(c) }

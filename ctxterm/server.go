@@ -3,6 +3,7 @@ package ctxterm
 import (
 	"context"
 	"errors"
+	"github.com/cortexfs/ctx/internal/unixsock"
 	"log/slog"
 	"net"
 	"os"
@@ -33,7 +34,7 @@ const (
 )
 
 // ErrInUse is returned by [New] when a live server already answers on the socket.
-var ErrInUse = errors.New("terminal socket in use")
+var ErrInUse = unixsock.ErrInUse
 
 // Config describes one terminal server.
 type Config struct {

@@ -7,66 +7,22 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cortexfs/ctx/internal/unixsock"
 )
 
 // ErrSocketInUse means another live process serves the socket path.
-var ErrSocketInUse = errors.New("socket in use by a live process")
+var ErrSocketInUse = unixsock.ErrInUse
 
 // Listen binds a unix socket at path with mode 0600 in a 0700 directory.
 // A stale socket file (nobody answers) is removed; a live one is refused.
-func Listen(path string) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("listen %s: %w", path, err)
-	}
-	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("listen %s: %w", path, ErrSocketInUse)
-	}
-	if st, err := os.Lstat(path); err == nil {
-		if st.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("listen %s: exists and is not a socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("listen %s: remove stale socket: %w", path, err)
-		}
-	}
-	// No umask change: it is process-wide, and a directory another
-	// goroutine made meanwhile came out 0600 (untraversable: a sandbox
-	// could not chdir into its own home). The socket is born in the 0700
-	// directory, made 0600 before it accepts, and every peer's uid is
-	// checked anyway (A4).
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", path, err)
-	}
-	ln.SetUnlinkOnClose(true)
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("listen %s: chmod: %w", path, err)
-	}
-	return ln, nil
-}
+// See unixsock.Listen.
+func Listen(path string) (*net.UnixListener, error) { return unixsock.Listen(path) }
 
 // PeerCred returns the kernel's credentials of the process at the other end.
-func PeerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	return cred, serr
-}
+func PeerCred(c *net.UnixConn) (*unix.Ucred, error) { return unixsock.PeerCred(c) }
 
 // ErrUnavailable means no daemon or socket answered.
 var ErrUnavailable = errors.New("socket unavailable")
