@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,4 @@ func checkCwd(l layout.Layout, agent string, r *ipc.Request) error {
 }
 
 // under reports whether p is dir or below it (both clean and absolute).
-func under(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/")
-}
+func under(p, dir string) bool { return pathin.Inside(p, dir) }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -339,7 +340,7 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 		if o, err := filepath.EvalSymlinks(own); err == nil {
 			own = o
 		}
-		if rel, err := filepath.Rel(own, real); err == nil && filepath.IsLocal(rel) {
+		if pathin.Inside(real, own) { // both resolved
 			return Receipt{}, nil, fmt.Errorf("workspace %q: inside %s, which only the runtime writes: %w", workspace, own, ErrBadWorkspace)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -163,7 +164,7 @@ func sandboxArgv(argv []string) ([]string, []*os.File, error) {
 // its home and session, the tool view. Writable binds always are.
 func agentReachable(dst string) bool {
 	for _, p := range []string{"/workspace", "/home/agent", "/ctx"} {
-		if dst == p || strings.HasPrefix(dst, p+"/") {
+		if pathin.Inside(dst, p) {
 			return true
 		}
 	}

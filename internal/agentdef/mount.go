@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -57,7 +58,7 @@ func ParseMount(b []byte) ([]MountEntry, bool, error) {
 				return nil, false, fmt.Errorf("line %d: cannot mount over /", i+1)
 			}
 			for _, r := range reserved {
-				if dst == r || strings.HasPrefix(dst, r+"/") || strings.HasPrefix(r, dst+"/") {
+				if pathin.Inside(dst, r) || pathin.Inside(r, dst) {
 					return nil, false, fmt.Errorf("line %d: %s is reserved by the runtime", i+1, dst)
 				}
 			}

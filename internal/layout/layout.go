@@ -5,6 +5,7 @@ package layout
 import (
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -182,8 +183,8 @@ func (l Layout) HostPath(sandboxPath string) (string, bool) {
 	if p == SandboxRoot {
 		return l.Root, true
 	}
-	rel, err := filepath.Rel(SandboxRoot, p)
-	if err != nil || rel == ".." || len(rel) >= 3 && rel[:3] == "../" || filepath.IsAbs(rel) {
+	rel, ok := pathin.Rel(SandboxRoot, p)
+	if !ok {
 		return "", false
 	}
 	return filepath.Join(l.Root, rel), true

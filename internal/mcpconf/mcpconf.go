@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"io"
 	"net/url"
 	"os"
@@ -103,7 +104,7 @@ func CheckBind(p string) error {
 		return fmt.Errorf("bind %q: want an absolute clean path other than /: %w", p, ErrInvalid)
 	}
 	for _, r := range reserved {
-		if p == r || strings.HasPrefix(p, r+"/") {
+		if pathin.Inside(p, r) {
 			return fmt.Errorf("bind %q: at or under %s, which the sandbox view owns: %w", p, r, ErrInvalid)
 		}
 	}

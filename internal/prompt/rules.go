@@ -3,6 +3,7 @@ package prompt
 import (
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -56,11 +57,7 @@ func projectChain(fsys fileSystem, cwd, workspace string) []string {
 
 // within reports whether p is dir or below it (both clean).
 func within(p, dir string) bool {
-	if p == dir {
-		return true
-	}
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	return pathin.Inside(p, dir)
 }
 
 // collectRules returns {{rules}}: the merged rule files.

@@ -45,6 +45,7 @@ package runprep
 import (
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -356,14 +357,11 @@ func resolveWindow(in Input) (*Prepared, error) {
 func hostPath(l layout.Layout, agent, workspace, view string) string {
 	view = filepath.Clean(view)
 	under := func(root string) (string, bool) {
-		if view == root {
-			return "", true
+		rel, ok := pathin.Rel(root, view)
+		if rel == "." {
+			rel = ""
 		}
-		rel, err := filepath.Rel(root, view)
-		if err != nil || rel == ".." || filepath.IsAbs(rel) || len(rel) >= 3 && rel[:3] == "../" {
-			return "", false
-		}
-		return rel, true
+		return rel, ok
 	}
 	if workspace != "" {
 		if rel, ok := under(layout.SandboxWorkspace); ok {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -33,8 +34,7 @@ func Root() string {
 
 // Inside reports whether path is dir or below it (both clean and absolute).
 func Inside(path, dir string) bool {
-	path, dir = filepath.Clean(path), filepath.Clean(dir)
-	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
+	return pathin.Inside(path, dir)
 }
 
 // Abs makes a tool's path argument absolute against the cwd.

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"log/slog"
 	"os"
 	"os/user"
@@ -271,8 +272,8 @@ func Open(path string, o Options) (*Dir, error) {
 		oid, _ := safefs.ID(of)
 		real, err := safefs.RealPath(of)
 		of.Close()
-		rel, rerr := filepath.Rel(d.Path, real)
-		if err != nil || rerr != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		rel, inside := pathin.Rel(d.Path, real)
+		if err != nil || !inside {
 			return nil, refuse("contains %s at a path that cannot be hidden", own)
 		}
 		check, err := safefs.OpenBeneath(f, rel, unix.O_PATH|unix.O_DIRECTORY)
