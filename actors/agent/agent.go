@@ -24,7 +24,6 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/store"
-	"github.com/cortexfs/ctx/internal/workspace"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -269,12 +268,7 @@ func checkWorkspace(l layout.Layout, agent string, log *slog.Logger, r *ipc.Requ
 	if r.Workspace == "" {
 		return nil
 	}
-	g, err := agentdef.ReadProtect(l.AgentControl(agent))
-	if err != nil {
-		// An invalid .d/protect grants nothing (the run fails on it anyway).
-		g, _ = workspace.ParseGrants(nil)
-	}
-	d, err := workspace.Open(r.Workspace, workspace.Options{Layout: l, Grants: g, Write: true, Resolve: true, Log: log})
+	d, err := agentdef.OpenWorkspace(l, agent, r.Workspace, log)
 	if err != nil {
 		return fmt.Errorf("%v: %w", err, ipc.ErrBadRequest)
 	}

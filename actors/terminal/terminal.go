@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/pathin"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -32,7 +31,7 @@ import (
 // ErrBusy: a start, stop or adoption of this terminal is in progress.
 var ErrBusy = errors.New("terminal busy: a start or stop is in progress")
 
-// ErrBadWorkspace: the workspace is not an absolute existing directory.
+// ErrBadWorkspace: the workspace is refused (agentdef.OpenWorkspace says why).
 var ErrBadWorkspace = errors.New("bad workspace")
 
 // Actor is one terminal resource: (agent, private session).
@@ -323,27 +322,14 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	if err != nil {
 		return Receipt{}, nil, err
 	}
-	if !filepath.IsAbs(workspace) {
-		return Receipt{}, nil, fmt.Errorf("workspace %q: not an absolute path: %w", workspace, ErrBadWorkspace)
-	}
-	if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
-		return Receipt{}, nil, fmt.Errorf("workspace %q: not a directory: %w", workspace, ErrBadWorkspace)
-	}
-	// As on the agent socket: the runtime's own trees are never a workspace
-	// (the agent would write its .d/ controls, tools and session logs).
-	// Resolved, so a symlinked path cannot smuggle them in.
-	real, err := filepath.EvalSymlinks(workspace)
+	// The same rules as a request's workspace on the agent socket
+	// (agentdef.OpenWorkspace): the terminal then binds its real path.
+	wd, err := agentdef.OpenWorkspace(l, agent, workspace, cfg.Log)
 	if err != nil {
-		return Receipt{}, nil, fmt.Errorf("workspace %q: %v: %w", workspace, err, ErrBadWorkspace)
+		return Receipt{}, nil, fmt.Errorf("%v: %w", err, ErrBadWorkspace)
 	}
-	for _, own := range []string{l.Root, l.Runtime} {
-		if o, err := filepath.EvalSymlinks(own); err == nil {
-			own = o
-		}
-		if pathin.Inside(real, own) { // both resolved
-			return Receipt{}, nil, fmt.Errorf("workspace %q: inside %s, which only the runtime writes: %w", workspace, own, ErrBadWorkspace)
-		}
-	}
+	workspace = wd.Path
+	wd.Close()
 	dir := l.TerminalDir(agent, session)
 	_, idErr := termres.ID(dir)
 	id, err := termres.Ensure(dir) // spec: T5

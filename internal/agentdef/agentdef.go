@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -375,4 +376,19 @@ func CheckCTXPath(v string) error {
 		}
 	}
 	return nil
+}
+
+// OpenWorkspace judges a workspace for agent, the one rule set for the
+// agent socket and the terminal (issue 17 item 1): an absolute existing
+// directory the owner can write, its own path resolved, then opened without
+// a symlink; not /, the owner's home or an ancestor of it unless the
+// agent's .d/protect allows it; not inside CTX_ROOT or the runtime dir
+// (workspace.Open). An invalid .d/protect grants nothing. The caller
+// closes the Dir and uses its Path (the real path) from then on.
+func OpenWorkspace(l layout.Layout, agent, path string, log *slog.Logger) (*workspace.Dir, error) {
+	g, err := ReadProtect(l.AgentControl(agent))
+	if err != nil {
+		g, _ = workspace.ParseGrants(nil) // the run fails on the invalid file anyway
+	}
+	return workspace.Open(path, workspace.Options{Layout: l, Grants: g, Write: true, Resolve: true, Log: log})
 }
