@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
+	"strconv"
+	"time"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,5 +241,250 @@ func TestACPEditorDrivesCtx(t *testing.T) {
 	joined = strings.Join(kinds, " ")
 	if strings.Count(joined, "user_message_chunk") != 4 || !strings.Contains(text, "echo: hello editor") || !strings.Contains(joined, "tool_call_update:completed") {
 		t.Errorf("load replayed %s / %q", joined, text)
+	}
+}
+
+// acpRaw is `ctx acp AGENT` driven by raw JSON-RPC lines: the bad-input
+// tests need to send what no SDK would.
+type acpRaw struct {
+	t     testing.TB
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string
+	done  chan struct{}
+	err   bytes.Buffer
+}
+
+func (w *world) acpRaw(dir, agent string) *acpRaw {
+	w.t.Helper()
+	cmd := exec.Command(w.ctxBin, "acp", agent)
+	cmd.Env = w.env()
+	cmd.Dir = dir
+	r := &acpRaw{t: w.t, cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}
+	cmd.Stderr = &r.err
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	r.in = in
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			r.lines <- sc.Text()
+		}
+		close(r.lines)
+	}()
+	go func() { _ = cmd.Wait(); close(r.done) }()
+	w.t.Cleanup(func() {
+		in.Close()
+		select {
+		case <-r.done:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	return r
+}
+
+func (r *acpRaw) send(line string) {
+	r.t.Helper()
+	if _, err := io.WriteString(r.in, line+"\n"); err != nil {
+		r.t.Fatalf("write to ctx acp: %v", err)
+	}
+}
+
+// until reads lines until one contains want.
+func (r *acpRaw) until(want string, timeout time.Duration) []string {
+	r.t.Helper()
+	var got []string
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-r.lines:
+			if !ok {
+				r.t.Fatalf("ctx acp closed stdout waiting for %q; got %v\nstderr: %s", want, got, r.err.String())
+			}
+			got = append(got, l)
+			if strings.Contains(l, want) {
+				return got
+			}
+		case <-deadline:
+			r.t.Fatalf("no %q within %v; got %v\nstderr: %s", want, timeout, got, r.err.String())
+		}
+	}
+}
+
+func (r *acpRaw) newSession(ws string) string {
+	r.t.Helper()
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	r.until(`"id":1`, 10*time.Second)
+	r.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":` + strconv.Quote(ws) + `,"mcpServers":[]}}`)
+	l := r.until(`"id":2`, 10*time.Second)
+	var resp struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	_ = json.Unmarshal([]byte(l[len(l)-1]), &resp)
+	if resp.Result.SessionID == "" {
+		r.t.Fatalf("session/new: %s", l[len(l)-1])
+	}
+	return resp.Result.SessionID
+}
+
+func promptLine(id int, sid, text string) string {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+		"params": map[string]any{"sessionId": sid, "prompt": []map[string]string{{"type": "text", "text": text}}}})
+	return string(b)
+}
+
+// TestACPBadInput: malformed JSON-RPC and unknown methods get clear JSON-RPC
+// errors and the connection stays usable; a bad cwd and an image are
+// refused; an unknown session is refused. spec: issue 14
+func TestACPBadInput(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.agent("demo", nil)
+	ws := w.workspace()
+	r := w.acpRaw(ws, "demo")
+	sid := r.newSession(ws)
+	for _, tc := range []struct{ line, want string }{
+		{`{this is not json`, `"code":-32700`},
+		{`[1,2,3]`, `"code":-32600`},
+		{`{"jsonrpc":"2.0","id":10,"method":"no/such/method","params":{}}`, `"code":-32601`},
+		{`{"jsonrpc":"2.0","id":11,"method":"session/new","params":{"cwd":"relative/dir","mcpServers":[]}}`, `"code":-32602`},
+		{`{"jsonrpc":"2.0","id":12,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`, `"code":-32602`},
+		{`{"jsonrpc":"2.0","id":13,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"hi"}]}}`, `"code":-32602`},
+		{`{"jsonrpc":"2.0","id":14,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"image","data":"AAAA","mimeType":"image/png"}]}}`, `"code":-32602`},
+		{`{"jsonrpc":"2.0","id":15,"method":"session/load","params":{"sessionId":"../x","cwd":"` + ws + `","mcpServers":[]}}`, `"code":-32602`},
+	} {
+		r.send(tc.line)
+		l := r.until(`"error"`, 10*time.Second)
+		if !strings.Contains(l[len(l)-1], tc.want) {
+			t.Errorf("%s → %s", tc.line, l[len(l)-1])
+		}
+	}
+	// Still usable: a prompt completes.
+	r.send(promptLine(20, sid, "echo still here"))
+	l := r.until(`"id":20`, 20*time.Second)
+	all := strings.Join(l, "\n")
+	if !strings.Contains(all, "echo: still here") || !strings.Contains(l[len(l)-1], `"end_turn"`) {
+		t.Errorf("prompt after bad input:\n%s", all)
+	}
+}
+
+// TestACPClientDisappears: an editor that closes its end mid-prompt (and
+// mid-approval) cancels the run; the run's frames are durable and end in
+// done; ctx acp exits and no agent process is left. spec: issue 14, X12 A3
+func TestACPClientDisappears(t *testing.T) {
+	w := newWorld(t)
+	w.start("CTX_APPROVAL_TIMEOUT=30s")
+	w.tool("mark", markTool)
+	w.agent("demo", map[string]string{"tools": "mark\n", "approval": "ask\n"})
+	ws := w.workspace()
+
+	// Mid-run.
+	r := w.acpRaw(ws, "demo")
+	sid := r.newSession(ws)
+	marker := "acp-gone-" + strconv.Itoa(os.Getpid())
+	r.send(promptLine(3, sid, "trap "+marker))
+	r.until(`agent_message_chunk`, 20*time.Second)
+	r.in.Close()
+	select {
+	case <-r.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("ctx acp did not exit after stdin closed\n%s", r.err.String())
+	}
+	waitFor(t, "the run to end", 20*time.Second, func() bool {
+		ev := w.events("demo", sid)
+		return len(ev) > 0 && ev[len(ev)-1].Type == "done"
+	})
+	ev := w.events("demo", sid)
+	if last := ev[len(ev)-1]; last.Status != "cancelled" {
+		t.Errorf("the run ended %s", last.raw)
+	}
+	waitFor(t, "no process of the run", 10*time.Second, func() bool { return len(procsWith(marker)) == 0 })
+
+	// Mid-approval: the question is never answered; closing stdin is eof.
+	r = w.acpRaw(ws, "demo")
+	sid = r.newSession(ws)
+	r.send(promptLine(3, sid, "tool mark"))
+	r.until(`session/request_permission`, 20*time.Second)
+	r.in.Close()
+	waitFor(t, "the run to end", 20*time.Second, func() bool {
+		ev := w.events("demo", sid)
+		return len(ev) > 0 && ev[len(ev)-1].Type == "done"
+	})
+	var decision string
+	for _, f := range w.events("demo", sid) {
+		if f.Type == "approval" {
+			decision = f.Decision
+		}
+	}
+	if decision == "allow_once" || decision == "" {
+		t.Errorf("approval decision %q after the editor left", decision)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Error("the unapproved tool ran")
+	}
+}
+
+// TestACPRetryNeverRunsTwice: an editor that lost its connection after a
+// prompt, loads the session again and resends the same prompt gets the
+// stored answer replayed; the tool ran once. With an explicit messageId the
+// same holds without the load. spec: issue 14, P4
+func TestACPRetryNeverRunsTwice(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.tool("count", "#!/bin/sh\necho x >> /workspace/count\necho counted\n")
+	w.agent("demo", map[string]string{"tools": "count\n"})
+	ws := w.workspace()
+	r := w.acpRaw(ws, "demo")
+	sid := r.newSession(ws)
+	// The same prompt with a messageId, twice in one connection: one run.
+	withMsg := `{"jsonrpc":"2.0","id":ID,"method":"session/prompt","params":{"sessionId":"` + sid + `","messageId":"m-1","prompt":[{"type":"text","text":"tool count"}]}}`
+	r.send(strings.Replace(withMsg, "ID", "4", 1))
+	r.until(`"id":4,`, 20*time.Second)
+	r.send(strings.Replace(withMsg, "ID", "5", 1))
+	r.until(`"id":5,`, 20*time.Second)
+	// Without a messageId: a new turn, a new run.
+	r.send(promptLine(6, sid, "tool count"))
+	r.until(`"id":6,`, 20*time.Second)
+	r.in.Close()
+	<-r.done
+
+	// Reconnect, load, resend the last prompt without messageId: replayed.
+	r = w.acpRaw(ws, "demo")
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	r.until(`"id":1,`, 10*time.Second)
+	r.send(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"` + sid + `","cwd":` + strconv.Quote(ws) + `,"mcpServers":[]}}`)
+	r.until(`"id":2,`, 10*time.Second)
+	r.send(promptLine(3, sid, "tool count"))
+	l := r.until(`"id":3,`, 20*time.Second)
+	if !strings.Contains(l[len(l)-1], "end_turn") {
+		t.Errorf("retry answered %s", l[len(l)-1])
+	}
+	b, _ := os.ReadFile(filepath.Join(ws, "count"))
+	// Runs: the messageId prompt once, the turn prompt once. The messageId
+	// repeat and the post-load retry replayed.
+	if n := strings.Count(string(b), "x"); n != 2 {
+		t.Errorf("the tool ran %d times, want 2", n)
+	}
+	var users int
+	for _, f := range w.events("demo", sid) {
+		if f.Type == "user" {
+			users++
+		}
+	}
+	if users != 2 {
+		t.Errorf("%d user frames, want 2", users)
 	}
 }
