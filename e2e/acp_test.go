@@ -5,13 +5,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"strconv"
-	"time"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // acpSDKDir is where scripts/acp-sdk.sh installed the official ACP
