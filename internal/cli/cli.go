@@ -93,6 +93,7 @@ type CLI struct {
 	Init     InitCmd     `cmd:"" help:"Create CTX_ROOT and install tsh and ctxterm under it. Example: ctx init"`
 	Daemon   DaemonCmd   `cmd:"" help:"Run the per-user daemon in the foreground. Example: ctx daemon"`
 	Agent    AgentCmd    `cmd:"" help:"Manage agents and talk to them. Example: ctx agent send demo hello"`
+	Acp      AcpCmd      `cmd:"" name:"acp" help:"Serve an agent over the Agent Client Protocol on stdin/stdout, for an editor. Example: ctx acp demo"`
 	Mcp      McpCmd      `cmd:"" name:"mcp" help:"MCP servers as tsh tools (SERVER.TOOL). Example: ctx mcp add fs -- mcp-server-filesystem /workspace"`
 	Terminal TerminalCmd `cmd:"" help:"Terminal resources of agent sessions. Example: ctx terminal status demo"`
 	Doctor   DoctorCmd   `cmd:"" help:"Check that this machine can run ctx safely; name the fix for each failure. Example: ctx doctor"`

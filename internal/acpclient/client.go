@@ -1,0 +1,368 @@
+// Package acpclient is ctx's side of an ACP agent run under ctx (issue 14,
+// `.d/abi` acp-v1 — not yet accepted by agentdef; see the README): it is the
+// agent's acp.Client, mapping its session/updates to ctx frames, its
+// fs/read_text_file and fs/write_text_file to reads and writes confined to
+// the view (writes only under /workspace), and its permission requests and
+// terminals to callbacks the run owns. The JSON-RPC is
+// github.com/coder/acp-go-sdk.
+package acpclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	acp "github.com/coder/acp-go-sdk"
+	"golang.org/x/sys/unix"
+
+	"github.com/cortexfs/ctx/internal/safefs"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// Bounds on what an ACP agent may send in one run.
+const (
+	// MaxUpdates is the number of session/update notifications a run takes;
+	// past it the run fails (an agent that floods) instead of growing the log.
+	MaxUpdates = 10000
+	// MaxFileRead is the largest text a fs/read_text_file answers.
+	MaxFileRead = 1 << 20
+	// MaxFileWrite is the largest text a fs/write_text_file takes.
+	MaxFileWrite = 1 << 20
+	// MaxContent is a tool result's content (interfaces.md: 16 KiB).
+	MaxContent = 16 << 10
+)
+
+// Errors the run maps to wire codes.
+var (
+	ErrOutsideView = errors.New("outside the agent's view")
+	ErrReadOnly    = errors.New("writes are allowed only under /workspace")
+	ErrFlood       = errors.New("the agent sent too many session updates")
+	ErrNoTerminal  = errors.New("terminals are not available to this run")
+)
+
+// Root is one directory of the view the agent's file requests may reach:
+// View is its sandbox path (/workspace, /home/agent), Dir the host
+// directory opened without symlinks, Write whether writes are allowed.
+type Root struct {
+	View  string
+	Dir   *os.File
+	Write bool
+}
+
+// Host is what the run provides.
+type Host struct {
+	Roots []Root
+	// Frame receives each frame to record (delta, tool_call, tool_result).
+	Frame func(*ipc.Frame)
+	// Approve asks for approval of one call (the run's approval path) and
+	// reports whether it is allowed once. nil: everything is refused.
+	Approve func(ctx context.Context, callID, name string, args []string) bool
+	// Terminals runs terminal/* requests as sandboxed processes; nil: refused.
+	Terminals Terminals
+}
+
+// Terminals is the sandboxed-process side of terminal/*.
+type Terminals interface {
+	Create(ctx context.Context, p acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error)
+	Output(ctx context.Context, p acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error)
+	Wait(ctx context.Context, p acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error)
+	Kill(ctx context.Context, p acp.KillTerminalRequest) (acp.KillTerminalResponse, error)
+	Release(ctx context.Context, p acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error)
+}
+
+// Client is the acp.Client of one run.
+type Client struct {
+	h Host
+
+	mu      sync.Mutex
+	updates int
+	flooded bool
+	calls   map[string]string // tool call id → title, for results
+	ended   map[string]bool
+}
+
+var _ acp.Client = (*Client)(nil)
+
+// New makes the client of one run.
+func New(h Host) *Client { return &Client{h: h, calls: map[string]string{}, ended: map[string]bool{}} }
+
+// Flooded reports whether the agent passed MaxUpdates.
+func (c *Client) Flooded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flooded
+}
+
+// SessionUpdate maps the agent's updates to frames: message chunks to
+// delta, a tool_call to tool_call (name "acp", args [kind, title]), a
+// tool_call_update that completes or fails it to tool_result; thoughts,
+// plans and the rest are not recorded.
+func (c *Client) SessionUpdate(ctx context.Context, n acp.SessionNotification) error {
+	c.mu.Lock()
+	c.updates++
+	if c.updates > MaxUpdates {
+		c.flooded = true
+		c.mu.Unlock()
+		return fmt.Errorf("session/update %d: %w", c.updates, ErrFlood)
+	}
+	c.mu.Unlock()
+	for _, f := range c.Frames(n.Update) {
+		c.h.Frame(f)
+	}
+	return nil
+}
+
+// Frames maps one update to frames (see SessionUpdate).
+func (c *Client) Frames(u acp.SessionUpdate) []*ipc.Frame {
+	switch {
+	case u.AgentMessageChunk != nil:
+		if t := u.AgentMessageChunk.Content.Text; t != nil && t.Text != "" {
+			return []*ipc.Frame{{Type: ipc.TypeDelta, Text: t.Text}}
+		}
+	case u.ToolCall != nil:
+		tc := u.ToolCall
+		id := string(tc.ToolCallId)
+		c.mu.Lock()
+		_, seen := c.calls[id]
+		c.calls[id] = tc.Title
+		c.mu.Unlock()
+		var out []*ipc.Frame
+		if !seen {
+			out = append(out, &ipc.Frame{Type: ipc.TypeToolCall, CallID: id, Name: "acp", Args: []string{string(tc.Kind), tc.Title}})
+		}
+		if tc.Status == acp.ToolCallStatusCompleted || tc.Status == acp.ToolCallStatusFailed {
+			out = append(out, c.result(id, tc.Status, tc.Content)...)
+		}
+		return out
+	case u.ToolCallUpdate != nil:
+		tu := u.ToolCallUpdate
+		if tu.Status != nil && (*tu.Status == acp.ToolCallStatusCompleted || *tu.Status == acp.ToolCallStatusFailed) {
+			return c.result(string(tu.ToolCallId), *tu.Status, tu.Content)
+		}
+	}
+	return nil
+}
+
+func (c *Client) result(id string, st acp.ToolCallStatus, content []acp.ToolCallContent) []*ipc.Frame {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended[id] {
+		return nil
+	}
+	c.ended[id] = true
+	var out []*ipc.Frame
+	if _, ok := c.calls[id]; !ok {
+		// A result for a call never announced still gets its call first.
+		out = append(out, &ipc.Frame{Type: ipc.TypeToolCall, CallID: id, Name: "acp", Args: []string{"other", ""}})
+		c.calls[id] = ""
+	}
+	status := "ok"
+	if st == acp.ToolCallStatusFailed {
+		status = "error"
+	}
+	text, trunc := cut(contentText(content), MaxContent)
+	return append(out, &ipc.Frame{Type: ipc.TypeToolResult, CallID: id, Name: "acp", Status: status, Content: text, Truncated: trunc})
+}
+
+func contentText(cs []acp.ToolCallContent) string {
+	var b strings.Builder
+	for _, c := range cs {
+		switch {
+		case c.Content != nil && c.Content.Content.Text != nil:
+			b.WriteString(c.Content.Content.Text.Text)
+		case c.Diff != nil:
+			fmt.Fprintf(&b, "diff %s\n", c.Diff.Path)
+		case c.Terminal != nil:
+			fmt.Fprintf(&b, "terminal %s\n", c.Terminal.TerminalId)
+		}
+	}
+	return b.String()
+}
+
+// cut bounds s to max bytes on a character boundary, valid UTF-8.
+func cut(s string, max int) (string, bool) {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= max {
+		return s, false
+	}
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i], true
+}
+
+// Resolve finds the root a sandbox path lies under and its path relative to
+// it. It is pure: ".." and relative paths never leave a root.
+func Resolve(roots []Root, p string, write bool) (Root, string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return Root{}, "", fmt.Errorf("path %q: not absolute: %w", p, ErrOutsideView)
+	}
+	clean := path.Clean(p)
+	for _, r := range roots {
+		if clean == r.View || strings.HasPrefix(clean, r.View+"/") {
+			if write && !r.Write {
+				return Root{}, "", fmt.Errorf("path %q: %w", p, ErrReadOnly)
+			}
+			return r, strings.TrimPrefix(strings.TrimPrefix(clean, r.View), "/"), nil
+		}
+	}
+	if write {
+		return Root{}, "", fmt.Errorf("path %q: %w", p, ErrReadOnly)
+	}
+	return Root{}, "", fmt.Errorf("path %q: %w", p, ErrOutsideView)
+}
+
+// ReadTextFile reads a file inside the view (no symlink followed, never
+// leaving its root), bounded, with the ACP line and limit window.
+func (c *Client) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	r, rel, err := Resolve(c.h.Roots, p.Path, false)
+	if err != nil {
+		return acp.ReadTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": err.Error()})
+	}
+	f, err := safefs.OpenBeneath(r.Dir, rel, unix.O_RDONLY)
+	if err != nil {
+		return acp.ReadTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": err.Error()})
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileRead+1))
+	if err != nil {
+		return acp.ReadTextFileResponse{}, acp.NewInternalError(map[string]any{"path": p.Path, "error": err.Error()})
+	}
+	if len(b) > MaxFileRead {
+		return acp.ReadTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": fmt.Sprintf("file over %d bytes", MaxFileRead)})
+	}
+	return acp.ReadTextFileResponse{Content: window(string(b), p.Line, p.Limit)}, nil
+}
+
+// window applies ACP's 1-based line and line limit.
+func window(s string, line, limit *int) string {
+	if line == nil && limit == nil {
+		return s
+	}
+	lines := strings.SplitAfter(s, "\n")
+	start := 0
+	if line != nil && *line > 1 {
+		start = *line - 1
+	}
+	if start > len(lines) {
+		start = len(lines)
+	}
+	end := len(lines)
+	if limit != nil && *limit >= 0 && start+*limit < end {
+		end = start + *limit
+	}
+	return strings.Join(lines[start:end], "")
+}
+
+// WriteTextFile writes a file under /workspace only: its directory must
+// exist inside the root, the file is created 0644 or truncated, never
+// through a symlink. A write anywhere else is refused.
+func (c *Client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	r, rel, err := Resolve(c.h.Roots, p.Path, true)
+	if err != nil {
+		return acp.WriteTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": err.Error()})
+	}
+	if rel == "" || len(p.Content) > MaxFileWrite {
+		return acp.WriteTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": "not a file path, or content too large"})
+	}
+	dir, base := path.Split(rel)
+	d, err := safefs.OpenBeneath(r.Dir, strings.TrimSuffix(dir, "/"), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return acp.WriteTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": err.Error()})
+	}
+	defer d.Close()
+	fd, err := unix.Openat(int(d.Fd()), base, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return acp.WriteTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": err.Error()})
+	}
+	f := os.NewFile(uintptr(fd), p.Path)
+	defer f.Close()
+	if _, err := f.WriteString(p.Content); err != nil {
+		return acp.WriteTextFileResponse{}, acp.NewInternalError(map[string]any{"path": p.Path, "error": err.Error()})
+	}
+	return acp.WriteTextFileResponse{}, nil
+}
+
+// RequestPermission asks the run's approval path; only an allow-once
+// option is ever chosen, and only when approved.
+func (c *Client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	title := ""
+	if p.ToolCall.Title != nil {
+		title = *p.ToolCall.Title
+	}
+	var allow, reject *acp.PermissionOption
+	for i := range p.Options {
+		switch p.Options[i].Kind {
+		case acp.PermissionOptionKindAllowOnce:
+			allow = &p.Options[i]
+		case acp.PermissionOptionKindRejectOnce:
+			reject = &p.Options[i]
+		}
+	}
+	if allow != nil && c.h.Approve != nil && c.h.Approve(ctx, string(p.ToolCall.ToolCallId), "acp", []string{title}) {
+		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(allow.OptionId)}, nil
+	}
+	if reject != nil {
+		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(reject.OptionId)}, nil
+	}
+	return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
+}
+
+func (c *Client) terms() (Terminals, error) {
+	if c.h.Terminals == nil {
+		return nil, acp.NewMethodNotFound("terminal/*: " + ErrNoTerminal.Error())
+	}
+	return c.h.Terminals, nil
+}
+
+// CreateTerminal is the run's sandboxed process start.
+func (c *Client) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	t, err := c.terms()
+	if err != nil {
+		return acp.CreateTerminalResponse{}, err
+	}
+	return t.Create(ctx, p)
+}
+
+// TerminalOutput reports a terminal's output so far.
+func (c *Client) TerminalOutput(ctx context.Context, p acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	t, err := c.terms()
+	if err != nil {
+		return acp.TerminalOutputResponse{}, err
+	}
+	return t.Output(ctx, p)
+}
+
+// WaitForTerminalExit waits for a terminal's process.
+func (c *Client) WaitForTerminalExit(ctx context.Context, p acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	t, err := c.terms()
+	if err != nil {
+		return acp.WaitForTerminalExitResponse{}, err
+	}
+	return t.Wait(ctx, p)
+}
+
+// KillTerminal kills a terminal's process.
+func (c *Client) KillTerminal(ctx context.Context, p acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	t, err := c.terms()
+	if err != nil {
+		return acp.KillTerminalResponse{}, err
+	}
+	return t.Kill(ctx, p)
+}
+
+// ReleaseTerminal frees a terminal.
+func (c *Client) ReleaseTerminal(ctx context.Context, p acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	t, err := c.terms()
+	if err != nil {
+		return acp.ReleaseTerminalResponse{}, err
+	}
+	return t.Release(ctx, p)
+}

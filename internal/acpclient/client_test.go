@@ -1,0 +1,177 @@
+package acpclient
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+
+	"github.com/cortexfs/ctx/ipc"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func roots(t *testing.T) ([]Root, string, string) {
+	ws, home := t.TempDir(), t.TempDir()
+	open := func(d string) *os.File {
+		f, err := os.OpenFile(d, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	return []Root{{View: "/workspace", Dir: open(ws), Write: true}, {View: "/home/agent", Dir: open(home)}}, ws, home
+}
+
+// spec: issue 14 — paths resolve inside the view only; writes only under
+// /workspace.
+func TestResolve(t *testing.T) {
+	rs, _, _ := roots(t)
+	cases := []struct {
+		p     string
+		write bool
+		rel   string
+		err   error
+	}{
+		{"/workspace/a.txt", true, "a.txt", nil},
+		{"/workspace/d/../a.txt", true, "a.txt", nil},
+		{"/workspace/../etc/passwd", false, "", ErrOutsideView},
+		{"/workspace/../etc/passwd", true, "", ErrReadOnly},
+		{"/home/agent/x", false, "x", nil},
+		{"/home/agent/x", true, "", ErrReadOnly},
+		{"/etc/passwd", false, "", ErrOutsideView},
+		{"relative", false, "", ErrOutsideView},
+		{"/workspacex/a", false, "", ErrOutsideView},
+	}
+	for _, tc := range cases {
+		_, rel, err := Resolve(rs, tc.p, tc.write)
+		if !errors.Is(err, tc.err) || (err == nil && rel != tc.rel) {
+			t.Errorf("%s write=%v: %q %v", tc.p, tc.write, rel, err)
+		}
+	}
+}
+
+func FuzzResolve(f *testing.F) {
+	for _, s := range []string{"/workspace/a", "/workspace/../x", "//workspace//a/./b", "/home/agent"} {
+		f.Add(s, true)
+	}
+	rs := []Root{{View: "/workspace", Write: true}, {View: "/home/agent"}}
+	f.Fuzz(func(t *testing.T, p string, write bool) {
+		r, rel, err := Resolve(rs, p, write)
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(rel, "/") || rel == ".." || strings.HasPrefix(rel, "../") || strings.Contains(rel, "/../") {
+			t.Fatalf("%q → %q escapes", p, rel)
+		}
+		if write && !r.Write {
+			t.Fatalf("%q writable under a read-only root", p)
+		}
+	})
+}
+
+// pair connects a Go SDK agent-side connection to a Client in process.
+func pair(t *testing.T, c *Client) *acp.AgentSideConnection {
+	ar, cw := ioPipe()
+	cr, aw := ioPipe()
+	asc := acp.NewAgentSideConnection(nopAgent{}, aw, ar)
+	csc := acp.NewClientSideConnection(c, cw, cr)
+	t.Cleanup(func() {
+		cw.Close()
+		aw.Close()
+		<-asc.Done()
+		<-csc.Done()
+	})
+	return asc
+}
+
+// spec: issue 14 — an ACP agent's file requests, updates and permission
+// requests through the SDK: a read and a write inside the workspace work, a
+// write outside is refused, updates become frames, a flood is cut off.
+func TestClientThroughSDK(t *testing.T) {
+	rs, ws, _ := roots(t)
+	os.WriteFile(filepath.Join(ws, "in.txt"), []byte("one\ntwo\nthree\n"), 0o644)
+	var mu sync.Mutex
+	var frames []*ipc.Frame
+	c := New(Host{Roots: rs, Frame: func(f *ipc.Frame) { mu.Lock(); frames = append(frames, f); mu.Unlock() },
+		Approve: func(ctx context.Context, id, name string, args []string) bool { return id == "ok" }})
+	a := pair(t, c)
+	ctx := context.Background()
+	line, limit := 2, 1
+	r, err := a.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: "s", Path: "/workspace/in.txt", Line: &line, Limit: &limit})
+	if err != nil || r.Content != "two\n" {
+		t.Fatalf("read: %q %v", r.Content, err)
+	}
+	if _, err := a.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: "s", Path: "/etc/passwd"}); err == nil {
+		t.Fatal("read outside the view")
+	}
+	if _, err := a.WriteTextFile(ctx, acp.WriteTextFileRequest{SessionId: "s", Path: "/workspace/out.txt", Content: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "out.txt")); string(b) != "hi" {
+		t.Fatalf("wrote %q", b)
+	}
+	for _, p := range []string{"/home/agent/x", "/tmp/x", "/workspace/../x"} {
+		if _, err := a.WriteTextFile(ctx, acp.WriteTextFileRequest{SessionId: "s", Path: p, Content: "no"}); err == nil {
+			t.Errorf("write to %s allowed", p)
+		}
+	}
+	os.Symlink("/tmp", filepath.Join(ws, "link"))
+	if _, err := a.WriteTextFile(ctx, acp.WriteTextFileRequest{SessionId: "s", Path: "/workspace/link/x", Content: "no"}); err == nil {
+		t.Error("write through a symlink allowed")
+	}
+	perm := func(id string) string {
+		resp, err := a.RequestPermission(ctx, acp.RequestPermissionRequest{SessionId: "s", ToolCall: acp.ToolCallUpdate{ToolCallId: acp.ToolCallId(id)},
+			Options: []acp.PermissionOption{{Kind: acp.PermissionOptionKindAllowOnce, OptionId: "a", Name: "a"}, {Kind: acp.PermissionOptionKindRejectOnce, OptionId: "r", Name: "r"}}})
+		if err != nil || resp.Outcome.Selected == nil {
+			t.Fatalf("permission: %v", err)
+		}
+		return string(resp.Outcome.Selected.OptionId)
+	}
+	if perm("ok") != "a" || perm("no") != "r" {
+		t.Error("permission mapping")
+	}
+	if _, err := a.CreateTerminal(ctx, acp.CreateTerminalRequest{SessionId: "s", Command: "ls"}); err == nil {
+		t.Error("terminal without a host")
+	}
+	send := func(u acp.SessionUpdate) {
+		_ = a.SessionUpdate(ctx, acp.SessionNotification{SessionId: "s", Update: u})
+	}
+	send(acp.UpdateAgentMessageText("hello"))
+	send(acp.StartToolCall("t1", "read in.txt", acp.WithStartKind(acp.ToolKindRead)))
+	send(acp.UpdateToolCall("t1", acp.WithUpdateStatus(acp.ToolCallStatusCompleted), acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock("two"))})))
+	send(acp.UpdateToolCall("t1", acp.WithUpdateStatus(acp.ToolCallStatusCompleted))) // a second end is ignored
+	// Notifications are processed in order, on their own goroutine.
+	eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(frames) >= 3 })
+	mu.Lock()
+	var got []string
+	for _, f := range frames {
+		got = append(got, f.Type+":"+f.Text+f.Content)
+	}
+	mu.Unlock()
+	if strings.Join(got, ",") != "delta:hello,tool_call:,tool_result:two" {
+		t.Errorf("frames %v", got)
+	}
+	for i := 0; i < MaxUpdates+5; i++ {
+		send(acp.UpdateAgentThoughtText("x"))
+	}
+	eventually(t, c.Flooded)
+}
+
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+	}
+}
