@@ -49,9 +49,8 @@ type TerminalReply struct {
 
 // Wire codes of terminal ops (added to interfaces.md's list in the README).
 const (
-	CodeNotRunning   = "not_running"
-	CodeTerminalBusy = "busy"
-	CodeStartFailed  = "terminal_failed"
+	CodeNotRunning  = "not_running"
+	CodeStartFailed = "terminal_failed"
 )
 
 // terminalOp is a parsed terminal request routed by the root actor to the
@@ -191,7 +190,7 @@ func serveTerminal(sys *actor.ActorSystem, root *actor.PID, l layout.Layout, lau
 			case errors.Is(m.Err, terminal.ErrBadWorkspace):
 				code = ipc.CodeBadRequest
 			case errors.Is(m.Err, terminal.ErrBusy):
-				code = CodeTerminalBusy
+				code = ipc.CodeBusy
 			}
 			return fail(code, m.Err)
 		}
@@ -203,7 +202,7 @@ func serveTerminal(sys *actor.ActorSystem, root *actor.PID, l layout.Layout, lau
 			case errors.Is(m.Err, terminal.ErrNotRunning):
 				code = CodeNotRunning
 			case errors.Is(m.Err, terminal.ErrBusy):
-				code = CodeTerminalBusy
+				code = ipc.CodeBusy
 			}
 			return fail(code, m.Err)
 		}

@@ -82,7 +82,7 @@ func (a *Actor) startModel(c actor.Context) {
 		a.model.disp, err = provider.NewDispatcher(cfg, provider.Options{Logger: a.log})
 	}
 	if err != nil {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeModelUnavailable, Message: err.Error()}, "error")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeModelUnavailable, Message: err.Error()}, ipc.StatusError)
 		return
 	}
 	for _, cd := range a.prep.Candidates {
@@ -124,7 +124,7 @@ func (a *Actor) modelTurn(c actor.Context) {
 	}
 	if m.turn >= MaxStarts { // X6-style bound on model turns
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d model turns", MaxStarts)}, "error")
+			Message: fmt.Sprintf("run reached %d model turns", MaxStarts)}, ipc.StatusError)
 		return
 	}
 	m.turn++
@@ -269,12 +269,12 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 		case errors.Is(e.err, provider.ErrModelUnavailable):
 			code = ipc.CodeModelUnavailable
 		}
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: code, Message: e.err.Error()}, "error")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: code, Message: e.err.Error()}, ipc.StatusError)
 		return
 	}
 	// issue 16 item 6: how the reply ended is never dropped.
 	if m.end.Refused() {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: CodeRefused, Message: refusalMessage(m.end)}, "error")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: CodeRefused, Message: refusalMessage(m.end)}, ipc.StatusError)
 		return
 	}
 	if m.end.Truncated() {
@@ -286,14 +286,14 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 			}
 			a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: CodeTruncated, Message: fmt.Sprintf(
 				"the model's reply was cut at its output limit (stop reason %s) with %d tool call(s) (%s) in it; none was run — raise max_tokens in providers.json or ask for less",
-				m.end.StopReason, len(m.calls), strings.Join(names, ", "))}, "error")
+				m.end.StopReason, len(m.calls), strings.Join(names, ", "))}, ipc.StatusError)
 			return
 		}
 		a.warn(c, []string{fmt.Sprintf("the reply was cut at the model's output limit (stop reason %s); the text is incomplete", m.end.StopReason)})
 	}
 	if len(m.calls) == 0 {
 		// The assistant conclusion is the text of the last turn (interfaces.md).
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: m.text.String()}, "ok")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: m.text.String()}, ipc.StatusOK)
 		return
 	}
 	m.cur = nil
@@ -345,7 +345,7 @@ func (a *Actor) nextModelCall(c actor.Context) {
 	a.calls++
 	if a.calls > MaxCalls { // spec: X6 — 8 tool calls per run, models included
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, "error")
+			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, ipc.StatusError)
 		return
 	}
 	if call.ArgsError != "" {

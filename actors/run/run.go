@@ -138,7 +138,7 @@ func (a *Actor) onStarted(c actor.Context) {
 		// spec: L4 — a restarted run never runs again; the host concludes it.
 		a.log.Warn("run actor restarted after a crash; concluding the run as interrupted")
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInterrupted,
-			Message: "the run was interrupted by an internal failure; send the request again with a new id"}, "error")
+			Message: "the run was interrupted by an internal failure; send the request again with a new id"}, ipc.StatusError)
 		return
 	}
 	a.cfg.Hit("run.start")
@@ -171,7 +171,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	}
 	if m.err != nil {
 		a.emit(c, &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest})
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeAgentInvalid, Message: m.err.Error()}, "error")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeAgentInvalid, Message: m.err.Error()}, ipc.StatusError)
 		return
 	}
 	a.def = m.def
@@ -231,7 +231,7 @@ func (a *Actor) startStep(c actor.Context) {
 	}
 	if a.starts >= MaxStarts { // spec: X6
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d agent process starts", MaxStarts)}, "error")
+			Message: fmt.Sprintf("run reached %d agent process starts", MaxStarts)}, ipc.StatusError)
 		return
 	}
 	// Everything that touches files or forks runs off the actor: the tool
@@ -318,7 +318,7 @@ func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 	}
 	a.starting = false
 	if m.err != nil {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: m.code, Message: m.err.Error()}, "error")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: m.code, Message: m.err.Error()}, ipc.StatusError)
 		a.maybeStop(c)
 		return
 	}
@@ -432,7 +432,7 @@ func (a *Actor) invalidOutput(c actor.Context, why string) {
 	if a.p != nil {
 		a.p.Kill()
 	}
-	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInvalidAgentOutput, Message: why}, "error")
+	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInvalidAgentOutput, Message: why}, ipc.StatusError)
 }
 
 func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
@@ -449,12 +449,12 @@ func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
 	}
 	if serr := proc.SandboxFailure(m.code, a.stepBytes, m.stderr); serr != nil && a.call == nil {
 		// bwrap could not build the sandbox: fail closed and name the fix.
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeSandboxUnavailable, Message: serr.Error()}, "error")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeSandboxUnavailable, Message: serr.Error()}, ipc.StatusError)
 		return
 	}
 	if a.call == nil {
 		if m.err == nil && m.code == 0 {
-			a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: a.deltas.String()}, "ok")
+			a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: a.deltas.String()}, ipc.StatusOK)
 			return
 		}
 		a.invalidOutput(c, fmt.Sprintf("agent exited with status %d without a tool_call%s", m.code, stderrTail(m.stderr)))
@@ -465,7 +465,7 @@ func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
 	a.calls++
 	if a.calls > MaxCalls { // spec: X6
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, "error")
+			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, ipc.StatusError)
 		return
 	}
 	a.startTool(c, call)
@@ -536,9 +536,9 @@ func (a *Actor) onToolResult(c actor.Context, r *tool.Result) {
 		return
 	}
 	if a.spec.Op == ipc.OpTsh {
-		status := "ok"
+		status := ipc.StatusOK
 		if r.Status != envelope.StatusOK {
-			status = "error"
+			status = ipc.StatusError
 		}
 		a.conclude(c, nil, status)
 		return
@@ -589,7 +589,7 @@ func (a *Actor) onCancel(c actor.Context) {
 			Status: envelope.StatusCancelled, Content: "cancelled"})
 		a.toolCall, a.toolPID = nil, nil
 	}
-	a.conclude(c, &ipc.Frame{Type: ipc.TypeCancelled}, "cancelled")
+	a.conclude(c, &ipc.Frame{Type: ipc.TypeCancelled}, ipc.StatusCancelled)
 }
 
 // conclude emits the one conclusion (if any) and done. Only the host does

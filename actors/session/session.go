@@ -310,7 +310,7 @@ func concludeInterrupted(l *store.Log, recs []store.Record, session string, log 
 		log.Warn("concluding a run interrupted by a daemon crash", "run", r)
 		for _, f := range []ipc.Frame{
 			{Type: ipc.TypeError, Session: session, Run: r, Code: ipc.CodeInterrupted, Message: "the daemon stopped while this run was active; it was not resumed"},
-			{Type: ipc.TypeDone, Session: session, Run: r, ID: id, Status: "error"},
+			{Type: ipc.TypeDone, Session: session, Run: r, ID: id, Status: ipc.StatusError},
 		} {
 			rec, err := l.Append(f)
 			if err != nil {
@@ -454,7 +454,7 @@ func (a *Actor) spawnRun(c actor.Context) {
 		a.log.Error("spawn run", "err", err)
 		ac.doneSent = true
 		a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInternal, Message: "could not start the run: " + err.Error()})
-		a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
+		a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: ipc.StatusError})
 		return
 	}
 	ac.pid = pid
@@ -629,7 +629,7 @@ func (a *Actor) onCancel(c actor.Context, m *Request) {
 	// Not yet spawned: the host concludes it here.
 	ac.doneSent = true
 	a.append(ipc.Frame{Type: ipc.TypeCancelled, Run: ac.id})
-	a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "cancelled"})
+	a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: ipc.StatusCancelled})
 }
 
 // onEmit appends a frame of the active run. Frames of any other run, or
@@ -739,7 +739,7 @@ func (a *Actor) onChildGone(c actor.Context, m *actor.Terminated) {
 	}
 	ac.doneSent = true
 	a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInterrupted, Message: "the run stopped inside the runtime before it concluded; it was not retried"})
-	a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
+	a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: ipc.StatusError})
 }
 
 func (a *Actor) onConnClosed(c actor.Context, m *ConnClosed) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/envelope"
 	"io"
 	"os"
 	"os/signal"
@@ -119,7 +120,7 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 			if !raw && req.Op == ipc.OpTsh {
 				out.WriteString(f.Content)
 			}
-			if !raw && f.Status == "denied" {
+			if !raw && f.Status == envelope.StatusDenied {
 				fmt.Fprintf(env.Stderr, "ctx: tool %s denied: %s\n", f.Name, f.Content)
 			}
 		case ipc.TypeApprovalRequest:
@@ -147,9 +148,9 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 		case ipc.TypeDone:
 			out.Flush()
 			switch f.Status {
-			case "ok":
+			case ipc.StatusOK:
 				return nil
-			case "cancelled":
+			case ipc.StatusCancelled:
 				return Exit(ExitCancelled, nil)
 			default:
 				return Exit(ExitRunError, nil)
