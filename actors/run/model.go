@@ -122,9 +122,9 @@ func (a *Actor) modelTurn(c actor.Context) {
 	if a.cancelled || a.concluded {
 		return
 	}
-	if m.turn >= MaxStarts { // X6-style bound on model turns
+	if m.turn >= MaxModelTurns { // X6-style bound on model turns
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d model turns", MaxStarts)}, ipc.StatusError)
+			Message: fmt.Sprintf("run reached %d model turns", MaxModelTurns)}, ipc.StatusError)
 		return
 	}
 	m.turn++

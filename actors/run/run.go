@@ -33,14 +33,6 @@ import (
 	"github.com/cortexfs/ctx/tsh"
 )
 
-// Bounds per run (X6).
-const (
-	MaxCalls  = 8
-	MaxStarts = 9
-	// MaxStepOutput bounds one step's stdout; past it the output is invalid.
-	MaxStepOutput = 16 << 20
-)
-
 // Actor runs one run.
 type Actor struct {
 	cfg   *config.Config
