@@ -289,12 +289,12 @@ func diffLines(a, b []line) []op {
 			case i < len(am) && j < len(bm) && am[i] == bm[j]:
 				ops = append(ops, op{kind: ' ', text: am[i].text, noEOL: am[i].noEOL, a: h + i, b: h + j})
 				i, j = i+1, j+1
-			case j < len(bm) && (i == len(am) || lcs[i*w+j+1] >= lcs[(i+1)*w+j]):
-				ops = append(ops, op{kind: '+', text: bm[j].text, noEOL: bm[j].noEOL, a: h + i, b: h + j})
-				j++
-			default:
+			case i < len(am) && (j == len(bm) || lcs[(i+1)*w+j] >= lcs[i*w+j+1]):
 				ops = append(ops, op{kind: '-', text: am[i].text, noEOL: am[i].noEOL, a: h + i, b: h + j})
 				i++
+			default:
+				ops = append(ops, op{kind: '+', text: bm[j].text, noEOL: bm[j].noEOL, a: h + i, b: h + j})
+				j++
 			}
 		}
 	}
@@ -312,4 +312,25 @@ func capLines(s string) string {
 		return s
 	}
 	return strings.Join(lines[:MaxPreviewLines], "\n") + fmt.Sprintf("\n… %d more lines", len(lines)-MaxPreviewLines)
+}
+
+// Question is the approval question for a tool call (not an MCP call):
+// the tool, its argv and, for write, edit and apply_patch, the change it
+// would make to the workspace ws (coloured when color is set). It ends
+// with the prompt "Allow once? [y/N] ".
+func Question(name string, args []string, ws string, color bool) string {
+	tool, argv := Unwrap(name, args)
+	var b strings.Builder
+	fmt.Fprintf(&b, "? the agent wants to run tool %s with argv %s\n", sanitize(tool), sanitize(fmt.Sprintf("%q", argv)))
+	diff, note := Preview(tool, argv, ws)
+	switch {
+	case diff != "" && color:
+		b.WriteString(Colorize(diff) + "\n")
+	case diff != "":
+		b.WriteString(sanitize(diff) + "\n")
+	case note != "":
+		b.WriteString("  (" + sanitize(note) + ")\n")
+	}
+	b.WriteString("Allow once? [y/N] ")
+	return b.String()
 }

@@ -369,3 +369,6 @@ func Colorize(diff string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// sanitize shows control characters (but newline and tab) as U+FFFD.
+func sanitize(s string) string { return sessions.Clean(s) }

@@ -9,9 +9,11 @@ import (
 	"os/signal"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/term"
 
+	"github.com/cortexfs/ctx/internal/chatview"
 	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -82,7 +84,15 @@ func (c *ChatCmd) Run(env *Env) error {
 			}
 		}
 	}()
-	fmt.Fprintf(t, "chat with %s (session %s) — Ctrl+C cancels a run, Ctrl+C or Ctrl+D at the prompt exits\n", c.Name, c.Session)
+	// issue 18 item 4: rendered when stdout is a terminal and NO_COLOR is
+	// unset; otherwise the plain lines below, as before.
+	var view *chatview.View
+	if ok, width := prettyOut(env); ok {
+		if v, err := newView(env, width, true); err == nil {
+			view = v
+		}
+	}
+	fmt.Fprintf(t, "chat with %s (session %s) — Ctrl+C cancels a run, Ctrl+C or Ctrl+D at the prompt exits, /help\n", c.Name, c.Session)
 	for {
 		line, err := t.ReadLine()
 		if err != nil {
@@ -91,14 +101,134 @@ func (c *ChatCmd) Run(env *Env) error {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
+		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") {
+			c.command(env, t, strings.TrimSpace(line))
+			continue
+		}
+		line = strings.TrimPrefix(line, "/") // "//x" sends "/x"
 		idle.Store(false)
-		if err := conn.Send(mk(line)); err != nil {
+		req := mk(line)
+		if err := conn.Send(req); err != nil {
 			return Exit(ExitUnavailable, err)
 		}
-		if err := c.runOnTerminal(t, conn, frames, runKeys); err != nil {
+		if view != nil {
+			err = c.runRendered(env, view, t, conn, frames, runKeys, req.Workspace)
+		} else {
+			err = c.runOnTerminal(t, conn, frames, runKeys)
+		}
+		if err != nil {
 			return err
 		}
 		idle.Store(true)
+	}
+}
+
+// chatHelp lists the chat commands.
+const chatHelp = `/sessions          the agent's sessions (ctx agent sessions)
+/history [SESSION] this session's transcript, or another's (ctx agent history)
+/cancel            cancel this session's active run, from any client (ctx agent cancel)
+/prompt            the exact prompt the next run sends (ctx agent prompt)
+/help              this list
+A line starting with // sends the rest starting with /. Ctrl+C cancels a
+run; Ctrl+C or Ctrl+D at the prompt exits.
+`
+
+// command runs a chat command (issue 18 item 4) with its output on the
+// terminal; errors are shown, never fatal to the chat.
+func (c *ChatCmd) command(env *Env, t *term.Terminal, line string) {
+	words := strings.Fields(line)
+	sub := &Env{Ctx: env.Ctx, Layout: env.Layout, Stdin: env.Stdin, Stdout: t, Stderr: t}
+	var err error
+	switch words[0] {
+	case "/help", "/?":
+		fmt.Fprint(t, chatHelp)
+	case "/sessions":
+		err = (&SessionsCmd{Name: c.Name}).Run(sub)
+	case "/history":
+		h := &HistoryCmd{Name: c.Name, Session: c.Session, Scope: c.Scope}
+		if len(words) > 1 {
+			h.Session = words[1]
+		}
+		err = h.Run(sub)
+	case "/cancel":
+		err = (&CancelCmd{Name: c.Name, Session: c.Session, Scope: c.Scope}).Run(sub)
+	case "/prompt":
+		err = (&PromptCmd{Name: c.Name, Session: c.Session}).Run(sub)
+	default:
+		fmt.Fprintf(t, "unknown command %s; /help lists them (// sends a line starting with /)\n", words[0])
+	}
+	if err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) && ee.Err == nil {
+			return
+		}
+		fmt.Fprintf(t, "%s: %v\n", words[0], err)
+	}
+}
+
+// runRendered follows one run with the chat rendered (chatview): tool
+// calls as live lines, Markdown as its blocks close, the approval
+// question with the diff.
+func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, workspace string) error {
+	tick := time.NewTicker(chatview.TickEvery)
+	defer tick.Stop()
+	defer view.Pause()
+	view.Begin()
+	var run string
+	cancelled := false
+	var pending *ipc.Frame // approval waiting for a key
+	for {
+		select {
+		case <-tick.C:
+			if pending == nil {
+				view.Tick()
+			}
+		case k, ok := <-keys:
+			if !ok {
+				return nil
+			}
+			if pending != nil {
+				d := ipc.DecisionDeny
+				if k == 'y' || k == 'Y' {
+					d = ipc.DecisionAllowOnce
+				}
+				fmt.Fprintf(t, "%s\n", d)
+				_ = conn.Send(map[string]string{"op": "approve", "run": pending.Run, "id": pending.ID, "decision": d})
+				pending = nil
+				continue
+			}
+			if k == 3 && run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
+				cancelled = true
+				view.Pause()
+				fmt.Fprintf(t, "^C cancelling %s\n", run)
+				_ = conn.Send(map[string]string{"op": "cancel", "session": c.Session, "scope": c.Scope, "id": run})
+			}
+		case fe := <-frames:
+			if fe.err != nil {
+				return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost: %w", fe.err))
+			}
+			f := fe.f
+			if run == "" && f.Run != "" {
+				run = f.Run
+			}
+			if f.Type == ipc.TypeApprovalRequest {
+				pending = f
+				view.Pause()
+				if m := f.MCP; m != nil {
+					fmt.Fprintf(t, "? allow tool %s of MCP server %s with arguments %s once? [y/N] ", m.Tool, m.Server, m.Arguments)
+				} else {
+					fmt.Fprint(t, chatview.Question(f.Name, f.Args, workspace, true))
+				}
+				continue
+			}
+			view.Frame(f)
+			if err := view.Err(); err != nil {
+				return Exit(ExitUnavailable, fmt.Errorf("writing to the terminal: %w", err))
+			}
+			if f.Type == ipc.TypeDone || (f.Type == ipc.TypeError && f.Run == "") {
+				return nil
+			}
+		}
 	}
 }
 
