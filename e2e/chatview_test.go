@@ -66,7 +66,10 @@ func (s *tmuxSession) run(args ...string) string {
 	return string(out)
 }
 
-func (s *tmuxSession) keys(keys ...string) { s.t.Helper(); s.run(append([]string{"send-keys", "-t", "t"}, keys...)...) }
+func (s *tmuxSession) keys(keys ...string) {
+	s.t.Helper()
+	s.run(append([]string{"send-keys", "-t", "t"}, keys...)...)
+}
 
 // screen waits until the pane (its scrollback included) satisfies ok.
 func (s *tmuxSession) screen(what string, d time.Duration, ok func(string) bool) string {

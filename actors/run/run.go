@@ -49,8 +49,8 @@ type Actor struct {
 	usage *provider.Usage // token use the providers reported over the run's turns (nil: none)
 	// usageBy is usage per candidate that answered (provider/model).
 	usageBy map[string]*provider.Usage
-	ctx   context.Context
-	stop  context.CancelFunc
+	ctx     context.Context
+	stop    context.CancelFunc
 
 	def   *agentdef.Def
 	prep  *runprep.Prepared

@@ -107,13 +107,15 @@ func (b *Blocks) Write(s string) []string {
 		case fenceOf(line) != "":
 			b.fence = fenceOf(line)
 		case strings.TrimSpace(line) == "":
-			cut = strings.TrimSpace(b.pending[:b.scanned]) != ""
+			// A blank line closes a block; blank lines before any text
+			// are dropped.
+			cut = true
 		case heading(line):
 			cut = true
 		}
 		b.scanned = end
 		if cut {
-			if blk := strings.Trim(b.pending[:end], "\n"); strings.TrimSpace(blk) != "" {
+			if blk := trimBlank(b.pending[:end]); blk != "" {
 				done = append(done, blk)
 			}
 			b.pending, b.scanned = b.pending[end:], 0
@@ -127,12 +129,22 @@ func (b *Blocks) Pending() string { return b.pending }
 // Flush returns the open block (the stream ended or paused for a tool
 // call) and starts afresh.
 func (b *Blocks) Flush() string {
-	s := strings.Trim(b.pending, "\n")
+	s := trimBlank(b.pending)
 	b.pending, b.scanned, b.fence = "", 0, ""
-	if strings.TrimSpace(s) == "" {
-		return ""
-	}
 	return s
+}
+
+// trimBlank drops the blank lines (white space only) at both ends of s,
+// keeping the indentation of the first line of text.
+func trimBlank(s string) string {
+	lines := strings.Split(s, "\n")
+	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
+		lines = lines[1:]
+	}
+	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // fenceOf is the marker of a line opening a fenced code block, or "".

@@ -386,4 +386,3 @@ func UsageText(u map[string]int64) string {
 	}
 	return b.String()
 }
-
