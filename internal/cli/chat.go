@@ -20,8 +20,11 @@ import (
 
 // ChatCmd is `ctx agent chat`: the human chat UI (S3, A5). On a terminal it
 // is a line editor (golang.org/x/term: history with ↑/↓, word motions,
-// bracketed paste). The response is buffered and printed whole when the
-// run ends, so assistant output never corrupts the input line. Ctrl+C when
+// bracketed paste). The line editor is idle during a run, so the run's
+// output never corrupts the input line: rendered (chatview, issue 18) when
+// stdout is a terminal and NO_COLOR is unset, else the answer buffered and
+// printed whole when the run ends. Lines starting with / are chat
+// commands (/help). Ctrl+C when
 // idle (or Ctrl+D on an empty line) exits; during a run Ctrl+C cancels that
 // run and returns to the prompt.
 type ChatCmd struct {
