@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,10 +57,11 @@ func (c *ChatCmd) Run(env *Env) error {
 	defer term.Restore(fd, old)
 
 	pr, pw := io.Pipe()
+	typed := &typeahead{r: pr}
 	t := term.NewTerminal(struct {
 		io.Reader
 		io.Writer
-	}{pr, env.Stdout}, c.Name+"> ")
+	}{typed, env.Stdout}, c.Name+"> ")
 	if w, h, err := term.GetSize(fd); err == nil {
 		t.SetSize(w, h)
 	}
@@ -115,9 +117,9 @@ func (c *ChatCmd) Run(env *Env) error {
 			return Exit(ExitUnavailable, err)
 		}
 		if view != nil {
-			err = c.runRendered(env, view, t, conn, frames, runKeys, req.Workspace)
+			err = c.runRendered(env, view, t, conn, frames, runKeys, typed, req.Workspace)
 		} else {
-			err = c.runOnTerminal(t, conn, frames, runKeys)
+			err = c.runOnTerminal(t, conn, frames, runKeys, typed)
 		}
 		if err != nil {
 			return err
@@ -172,7 +174,7 @@ func (c *ChatCmd) command(env *Env, t *term.Terminal, line string) {
 // runRendered follows one run with the chat rendered (chatview): tool
 // calls as live lines, Markdown as its blocks close, the approval
 // question with the diff.
-func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, workspace string) error {
+func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, typed *typeahead, workspace string) error {
 	tick := time.NewTicker(chatview.TickEvery)
 	defer tick.Stop()
 	defer view.Pause()
@@ -200,7 +202,11 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, c
 				pending = nil
 				continue
 			}
-			if k == 3 && run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
+			if k != 3 {
+				typed.add(k) // type-ahead: the line editor gets it when the run ends
+				continue
+			}
+			if run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
 				cancelled = true
 				view.Pause()
 				fmt.Fprintf(t, "^C cancelling %s\n", run)
@@ -237,7 +243,7 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, c
 
 // runOnTerminal follows one run: tool activity is shown as it happens, the
 // answer is buffered and written when the run ends.
-func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte) error {
+func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, typed *typeahead) error {
 	var answer strings.Builder
 	var run string
 	cancelled := false
@@ -258,7 +264,11 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-ch
 				pending = nil
 				continue
 			}
-			if k == 3 && run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
+			if k != 3 {
+				typed.add(k) // type-ahead: the line editor gets it when the run ends
+				continue
+			}
+			if run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
 				cancelled = true
 				fmt.Fprintf(t, "^C cancelling %s\n", run)
 				_ = conn.Send(map[string]string{"op": "cancel", "session": c.Session, "scope": c.Scope, "id": run})
@@ -371,4 +381,34 @@ func (c *ChatCmd) plain(env *Env, conn *client.Conn, frames chan frameOrErr, mk 
 			}
 		}
 	}
+}
+
+// typeahead holds the keys typed during a run (other than Ctrl+C and an
+// approval's answer) and gives them to the line editor before anything
+// read later, so a line typed while the answer prints is not lost.
+type typeahead struct {
+	mu  sync.Mutex
+	buf []byte
+	r   io.Reader
+}
+
+func (t *typeahead) add(b byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) < 64<<10 {
+		t.buf = append(t.buf, b)
+	}
+}
+
+// Read drains the type-ahead first, then reads on.
+func (t *typeahead) Read(p []byte) (int, error) {
+	t.mu.Lock()
+	if len(t.buf) > 0 {
+		n := copy(p, t.buf)
+		t.buf = t.buf[n:]
+		t.mu.Unlock()
+		return n, nil
+	}
+	t.mu.Unlock()
+	return t.r.Read(p)
 }
