@@ -49,6 +49,9 @@ type Frame struct {
 	// run's turns of what the providers reported (absent when none did;
 	// issue 18 item 3).
 	Usage *Usage `json:"usage,omitempty"`
+	// UsageByModel is the same usage per candidate that answered
+	// (provider/model), so a price table can price it; absent with Usage.
+	UsageByModel map[string]*Usage `json:"usage_by_model,omitempty"`
 	// MCP is, on an approval_request for an MCP tool, what the person
 	// decides on: server, tool, arguments and the tool's annotations
 	// (issue 13). The annotations are hints: they grant nothing.
@@ -188,6 +191,10 @@ func (f *Frame) MarshalJSON() ([]byte, error) {
 	str("layer", f.Layer)
 	field("usage", f.Usage != nil, func() {
 		j, _ := json.Marshal(f.Usage)
+		b.Write(j)
+	})
+	field("usage_by_model", len(f.UsageByModel) > 0, func() {
+		j, _ := json.Marshal(f.UsageByModel) // map keys are sorted: the line is deterministic
 		b.Write(j)
 	})
 	field("mcp", f.MCP != nil, func() {

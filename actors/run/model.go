@@ -51,8 +51,9 @@ type model struct {
 }
 
 type modelEvent struct {
-	turn int
-	ev   provider.Event
+	turn  int
+	ev    provider.Event
+	model string // the candidate that streamed it (provider/model)
 }
 
 type modelCandidate struct {
@@ -141,6 +142,7 @@ func (a *Actor) modelTurn(c actor.Context) {
 	go func() {
 		defer a.cfg.Procs.Done()
 		sawBudget, other := false, false
+		current := "" // the candidate being tried: prepare runs before its stream, in this goroutine
 		// spec: W6 W8 — each candidate gets its own render within its own
 		// budget, and so does every turn (issue 16 items 1, 2). The tool
 		// context is read again, so a `tsh load` during the run is seen by
@@ -172,10 +174,11 @@ func (a *Actor) modelTurn(c actor.Context) {
 				return provider.Request{}, false, err.Error()
 			}
 			root.Send(self, &modelPrepared{turn: turn, warnings: renderWarnings(res)})
+			current = model
 			return request(res.Messages()), true, ""
 		}
 		_, err := disp.Dispatch(ctx, cands, prepare, func(ev provider.Event) error {
-			root.Send(self, &modelEvent{turn: turn, ev: ev})
+			root.Send(self, &modelEvent{turn: turn, ev: ev, model: current})
 			return nil
 		}, func(model, status, reason string) {
 			if status == provider.CandidateFailed {
@@ -245,6 +248,17 @@ func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
 				a.usage = &provider.Usage{}
 			}
 			a.usage.Add(e.ev.Usage)
+			// Per model, so a price table can price it (a run's turns may
+			// be answered by different candidates).
+			if e.model != "" {
+				if a.usageBy == nil {
+					a.usageBy = map[string]*provider.Usage{}
+				}
+				if a.usageBy[e.model] == nil {
+					a.usageBy[e.model] = &provider.Usage{}
+				}
+				a.usageBy[e.model].Add(e.ev.Usage)
+			}
 		}
 	}
 }

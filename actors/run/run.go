@@ -39,8 +39,10 @@ type Actor struct {
 	spec  Spec
 	log   *slog.Logger
 	usage *provider.Usage // token use the providers reported over the run's turns (nil: none)
-	ctx   context.Context
-	stop  context.CancelFunc
+	// usageBy is usage per candidate that answered (provider/model).
+	usageBy map[string]*provider.Usage
+	ctx     context.Context
+	stop    context.CancelFunc
 
 	def   *agentdef.Def
 	prep  *runprep.Prepared
@@ -622,6 +624,12 @@ func (a *Actor) finish(c actor.Context, f *ipc.Frame, status string) {
 	done := &ipc.Frame{Type: ipc.TypeDone, ID: a.spec.ReqID, Status: status}
 	if u := a.usage; u != nil {
 		done.Usage = &ipc.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}
+	}
+	for m, u := range a.usageBy {
+		if done.UsageByModel == nil {
+			done.UsageByModel = map[string]*ipc.Usage{}
+		}
+		done.UsageByModel[m] = &ipc.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}
 	}
 	a.emit(c, done)
 }

@@ -8,18 +8,24 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/term"
 
+	"github.com/cortexfs/ctx/internal/chatview"
 	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/ipc"
 )
 
 // ChatCmd is `ctx agent chat`: the human chat UI (S3, A5). On a terminal it
 // is a line editor (golang.org/x/term: history with ↑/↓, word motions,
-// bracketed paste). The response is buffered and printed whole when the
-// run ends, so assistant output never corrupts the input line. Ctrl+C when
+// bracketed paste). The line editor is idle during a run, so the run's
+// output never corrupts the input line: rendered (chatview, issue 18) when
+// stdout is a terminal and NO_COLOR is unset, else the answer buffered and
+// printed whole when the run ends. Lines starting with / are chat
+// commands (/help). Ctrl+C when
 // idle (or Ctrl+D on an empty line) exits; during a run Ctrl+C cancels that
 // run and returns to the prompt.
 type ChatCmd struct {
@@ -51,10 +57,11 @@ func (c *ChatCmd) Run(env *Env) error {
 	defer term.Restore(fd, old)
 
 	pr, pw := io.Pipe()
+	typed := &typeahead{r: pr}
 	t := term.NewTerminal(struct {
 		io.Reader
 		io.Writer
-	}{pr, env.Stdout}, c.Name+"> ")
+	}{typed, env.Stdout}, c.Name+"> ")
 	if w, h, err := term.GetSize(fd); err == nil {
 		t.SetSize(w, h)
 	}
@@ -82,7 +89,15 @@ func (c *ChatCmd) Run(env *Env) error {
 			}
 		}
 	}()
-	fmt.Fprintf(t, "chat with %s (session %s) — Ctrl+C cancels a run, Ctrl+C or Ctrl+D at the prompt exits\n", c.Name, c.Session)
+	// issue 18 item 4: rendered when stdout is a terminal and NO_COLOR is
+	// unset; otherwise the plain lines below, as before.
+	var view *chatview.View
+	if ok, width := prettyOut(env); ok {
+		if v, err := newView(env, width, true); err == nil {
+			view = v
+		}
+	}
+	fmt.Fprintf(t, "chat with %s (session %s) — Ctrl+C cancels a run, Ctrl+C or Ctrl+D at the prompt exits, /help\n", c.Name, c.Session)
 	for {
 		line, err := t.ReadLine()
 		if err != nil {
@@ -91,20 +106,144 @@ func (c *ChatCmd) Run(env *Env) error {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
+		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") {
+			c.command(env, t, strings.TrimSpace(line))
+			continue
+		}
+		line = strings.TrimPrefix(line, "/") // "//x" sends "/x"
 		idle.Store(false)
-		if err := conn.Send(mk(line)); err != nil {
+		req := mk(line)
+		if err := conn.Send(req); err != nil {
 			return Exit(ExitUnavailable, err)
 		}
-		if err := c.runOnTerminal(t, conn, frames, runKeys); err != nil {
+		if view != nil {
+			err = c.runRendered(env, view, t, conn, frames, runKeys, typed, req.Workspace)
+		} else {
+			err = c.runOnTerminal(t, conn, frames, runKeys, typed)
+		}
+		if err != nil {
 			return err
 		}
 		idle.Store(true)
 	}
 }
 
+// chatHelp lists the chat commands.
+const chatHelp = `/sessions          the agent's sessions (ctx agent sessions)
+/history [SESSION] this session's transcript, or another's (ctx agent history)
+/cancel            cancel this session's active run, from any client (ctx agent cancel)
+/prompt            the exact prompt the next run sends (ctx agent prompt)
+/help              this list
+A line starting with // sends the rest starting with /. Ctrl+C cancels a
+run; Ctrl+C or Ctrl+D at the prompt exits.
+`
+
+// command runs a chat command (issue 18 item 4) with its output on the
+// terminal; errors are shown, never fatal to the chat.
+func (c *ChatCmd) command(env *Env, t *term.Terminal, line string) {
+	words := strings.Fields(line)
+	sub := &Env{Ctx: env.Ctx, Layout: env.Layout, Stdin: env.Stdin, Stdout: t, Stderr: t}
+	var err error
+	switch words[0] {
+	case "/help", "/?":
+		fmt.Fprint(t, chatHelp)
+	case "/sessions":
+		err = (&SessionsCmd{Name: c.Name}).Run(sub)
+	case "/history":
+		h := &HistoryCmd{Name: c.Name, Session: c.Session, Scope: c.Scope}
+		if len(words) > 1 {
+			h.Session = words[1]
+		}
+		err = h.Run(sub)
+	case "/cancel":
+		err = (&CancelCmd{Name: c.Name, Session: c.Session, Scope: c.Scope}).Run(sub)
+	case "/prompt":
+		err = (&PromptCmd{Name: c.Name, Session: c.Session}).Run(sub)
+	default:
+		fmt.Fprintf(t, "unknown command %s; /help lists them (// sends a line starting with /)\n", words[0])
+	}
+	if err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) && ee.Err == nil {
+			return
+		}
+		fmt.Fprintf(t, "%s: %v\n", words[0], err)
+	}
+}
+
+// runRendered follows one run with the chat rendered (chatview): tool
+// calls as live lines, Markdown as its blocks close, the approval
+// question with the diff.
+func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, typed *typeahead, workspace string) error {
+	tick := time.NewTicker(chatview.TickEvery)
+	defer tick.Stop()
+	defer view.Pause()
+	view.Begin()
+	var run string
+	cancelled := false
+	var pending *ipc.Frame // approval waiting for a key
+	for {
+		select {
+		case <-tick.C:
+			if pending == nil {
+				view.Tick()
+			}
+		case k, ok := <-keys:
+			if !ok {
+				return nil
+			}
+			if pending != nil {
+				d := ipc.DecisionDeny
+				if k == 'y' || k == 'Y' {
+					d = ipc.DecisionAllowOnce
+				}
+				fmt.Fprintf(t, "%s\n", d)
+				_ = conn.Send(map[string]string{"op": "approve", "run": pending.Run, "id": pending.ID, "decision": d})
+				pending = nil
+				continue
+			}
+			if k != 3 {
+				typed.add(k) // type-ahead: the line editor gets it when the run ends
+				continue
+			}
+			if run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
+				cancelled = true
+				view.Pause()
+				fmt.Fprintf(t, "^C cancelling %s\n", run)
+				_ = conn.Send(map[string]string{"op": "cancel", "session": c.Session, "scope": c.Scope, "id": run})
+			}
+		case fe := <-frames:
+			if fe.err != nil {
+				return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost: %w", fe.err))
+			}
+			f := fe.f
+			if run == "" && f.Run != "" {
+				run = f.Run
+			}
+			if f.Type == ipc.TypeApprovalRequest {
+				pending = f
+				view.Pause()
+				if m := f.MCP; m != nil {
+					fmt.Fprintf(t, "? allow tool %s of MCP server %s with arguments %s once? [y/N] ", m.Tool, m.Server, m.Arguments)
+				} else {
+					fmt.Fprint(t, chatview.Question(f.Name, f.Args, workspace, true))
+				}
+				continue
+			}
+			view.Frame(f)
+			if err := view.Err(); err != nil {
+				return Exit(ExitUnavailable, fmt.Errorf("writing to the terminal: %w", err))
+			}
+			if f.Type == ipc.TypeDone || (f.Type == ipc.TypeError && f.Run == "") {
+				return nil
+			}
+		}
+	}
+}
+
 // runOnTerminal follows one run: tool activity is shown as it happens, the
 // answer is buffered and written when the run ends.
-func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte) error {
+func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, typed *typeahead) error {
 	var answer strings.Builder
 	var run string
 	cancelled := false
@@ -125,7 +264,11 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-ch
 				pending = nil
 				continue
 			}
-			if k == 3 && run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
+			if k != 3 {
+				typed.add(k) // type-ahead: the line editor gets it when the run ends
+				continue
+			}
+			if run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
 				cancelled = true
 				fmt.Fprintf(t, "^C cancelling %s\n", run)
 				_ = conn.Send(map[string]string{"op": "cancel", "session": c.Session, "scope": c.Scope, "id": run})
@@ -238,4 +381,34 @@ func (c *ChatCmd) plain(env *Env, conn *client.Conn, frames chan frameOrErr, mk 
 			}
 		}
 	}
+}
+
+// typeahead holds the keys typed during a run (other than Ctrl+C and an
+// approval's answer) and gives them to the line editor before anything
+// read later, so a line typed while the answer prints is not lost.
+type typeahead struct {
+	mu  sync.Mutex
+	buf []byte
+	r   io.Reader
+}
+
+func (t *typeahead) add(b byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) < 64<<10 {
+		t.buf = append(t.buf, b)
+	}
+}
+
+// Read drains the type-ahead first, then reads on.
+func (t *typeahead) Read(p []byte) (int, error) {
+	t.mu.Lock()
+	if len(t.buf) > 0 {
+		n := copy(p, t.buf)
+		t.buf = t.buf[n:]
+		t.mu.Unlock()
+		return n, nil
+	}
+	t.mu.Unlock()
+	return t.r.Read(p)
 }

@@ -9,9 +9,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/term"
 
+	"github.com/cortexfs/ctx/internal/chatview"
 	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -74,9 +76,26 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 	printed, cancelSent := false, false
 	out := bufio.NewWriter(env.Stdout)
 	defer out.Flush()
+	// issue 18 item 4: a send on a terminal is rendered (chatview); a tsh
+	// op, --json, a pipe or NO_COLOR print exactly the plain output.
+	var view *chatview.View
+	var tick <-chan time.Time
+	if ok, width := prettyOut(env); ok && !raw && req.Op == ipc.OpSend {
+		if v, err := newView(env, width, false); err == nil {
+			view = v
+			t := time.NewTicker(chatview.TickEvery)
+			defer t.Stop()
+			tick = t.C
+			view.Begin()
+			ask.workspace, ask.color = req.Workspace, true
+		}
+	}
 	for {
 		var fe frameOrErr
 		select {
+		case <-tick:
+			view.Tick()
+			continue
 		case <-sig:
 			if !cancelSent && run != "" {
 				cancelSent = true
@@ -102,14 +121,28 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 		if f.Run != "" && run == "" && (f.Type == ipc.TypeUser || f.Type == ipc.TypeStart) {
 			run = f.Run
 		}
+		if view != nil {
+			if f.Type == ipc.TypeApprovalRequest && !f.Replay {
+				view.Pause()
+			}
+			if f.Type != ipc.TypeApprovalRequest {
+				view.Frame(f)
+			}
+			if err := view.Err(); err != nil {
+				return Exit(ExitUnavailable, fmt.Errorf("writing the answer: %w", err))
+			}
+		}
 		switch f.Type {
 		case ipc.TypeDelta:
-			if !raw {
+			if !raw && view == nil {
 				out.WriteString(f.Text)
 				out.Flush()
 				printed = printed || f.Text != ""
 			}
 		case ipc.TypeAssistant:
+			if view != nil {
+				continue
+			}
 			if !raw && !printed {
 				out.WriteString(f.Text)
 			}
@@ -120,7 +153,7 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 			if !raw && req.Op == ipc.OpTsh {
 				out.WriteString(f.Content)
 			}
-			if !raw && f.Status == envelope.StatusDenied {
+			if !raw && view == nil && f.Status == envelope.StatusDenied {
 				fmt.Fprintf(env.Stderr, "ctx: tool %s denied: %s\n", f.Name, f.Content)
 			}
 		case ipc.TypeApprovalRequest:
@@ -134,7 +167,7 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 			}
 			_ = conn.Send(map[string]string{"op": "approve", "run": f.Run, "id": f.ID, "decision": decision})
 		case ipc.TypeError:
-			if !raw {
+			if !raw && view == nil {
 				fmt.Fprintf(env.Stderr, "ctx: %s: %s\n", f.Code, f.Message)
 			}
 			if f.Run == "" {
@@ -181,6 +214,11 @@ func readFrames(conn *client.Conn, out chan<- frameOrErr) {
 type asker struct {
 	tty *os.File
 	err error
+	// workspace and color are set when the output is rendered (issue 18
+	// item 4): the question then shows the change a write, edit or
+	// apply_patch would make to the workspace, coloured.
+	workspace string
+	color     bool
 }
 
 func newAsker(env *Env) *asker {
@@ -212,6 +250,8 @@ func (a *asker) ask(f *ipc.Frame) (decision, why string) {
 			hints = "\n  the server says:" + hints + " (a hint, not a guarantee)"
 		}
 		fmt.Fprintf(a.tty, "\nctx: the agent wants to call tool %s of MCP server %s with arguments %s%s\nAllow once? [y/N] ", m.Tool, m.Server, m.Arguments, hints)
+	} else if a.color {
+		fmt.Fprint(a.tty, chatview.Question(f.Name, f.Args, a.workspace, true))
 	} else {
 		fmt.Fprintf(a.tty, "\nctx: the agent wants to run tool %s with argv %q\nAllow once? [y/N] ", f.Name, f.Args)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cortexfs/ctx/actors/terminal"
 	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/prices"
 	"github.com/cortexfs/ctx/internal/sessions"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -55,6 +56,18 @@ func (c *SessionsCmd) Run(env *Env) error {
 	if len(list) == 0 && !client.AgentExists(l, c.Name) {
 		return Exit(ExitUsage, fmt.Errorf("no such agent: %s", c.Name))
 	}
+	table, err := prices.Load(prices.Path(l))
+	if err != nil {
+		return Exit(ExitUsage, err)
+	}
+	for i := range list {
+		s := &list[i]
+		if s.UsageRuns > 0 && s.UnattributedRuns == 0 && table != nil {
+			if usd, ok := table.CostByModel(s.UsageByModel); ok {
+				s.CostUSD = &usd
+			}
+		}
+	}
 	out := bufio.NewWriter(env.Stdout)
 	defer out.Flush()
 	if c.JSON {
@@ -68,13 +81,27 @@ func (c *SessionsCmd) Run(env *Env) error {
 		return out.Flush()
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tSCOPE\tSTATE\tRUNS\tLAST ACTIVITY\tTOKENS\tTITLE")
+	// COST only with a price table (prices.tsv): without one the table
+	// is as it always was.
+	cost := table != nil
+	if cost {
+		fmt.Fprintln(tw, "SESSION\tSCOPE\tSTATE\tRUNS\tLAST ACTIVITY\tTOKENS\tCOST\tTITLE")
+	} else {
+		fmt.Fprintln(tw, "SESSION\tSCOPE\tSTATE\tRUNS\tLAST ACTIVITY\tTOKENS\tTITLE")
+	}
 	for _, s := range list {
 		state := s.State
 		if s.Approval != nil && s.State == sessions.StateWaitingApproval {
 			state += " (" + sessions.Clean(sessions.Command(s.Approval.Name, s.Approval.Args)) + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Session, s.Scope, state, s.Runs, localTime(s.LastActivity), tokensCell(s.Usage), dash(s.Title))
+		costCell := ""
+		if cost {
+			costCell = "-\t"
+			if s.CostUSD != nil {
+				costCell = prices.Format(*s.CostUSD) + "\t"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s%s\n", s.Session, s.Scope, state, s.Runs, localTime(s.LastActivity), tokensCell(s.Usage), costCell, dash(s.Title))
 	}
 	return tw.Flush()
 }
@@ -142,11 +169,20 @@ func (c *HistoryCmd) Run(env *Env) error {
 		return Exit(ExitUsage, fmt.Errorf("agent %s has no %s session %q (list them: ctx agent sessions %s)", c.Name, c.Scope, c.Session, c.Name))
 	}
 	up := client.Ping(env.Ctx, l) == nil
+	table, err := prices.Load(prices.Path(l))
+	if err != nil {
+		return Exit(ExitUsage, err)
+	}
 	out := bufio.NewWriter(env.Stdout)
 	defer out.Flush()
 	tw := &sessions.TextWriter{W: out}
 	var werr error
 	emit := func(e sessions.Entry) {
+		if e.Kind == sessions.KindDone && len(e.Usage) > 0 && table != nil {
+			if usd, ok := table.CostByModel(e.UsageByModel); ok {
+				e.CostUSD = &usd
+			}
+		}
 		if !c.JSON {
 			tw.Write(e)
 			return

@@ -79,6 +79,16 @@ type Summary struct {
 	// number is made up.
 	Usage     map[string]int64 `json:"usage,omitempty"`
 	UsageRuns int              `json:"usage_runs,omitempty"`
+	// UsageByModel sums the done frames' usage_by_model: the usage of
+	// each candidate that answered, which a price table can price.
+	// UnattributedRuns counts runs with usage but no model named for it
+	// (an executable agent's, or a log written before usage_by_model):
+	// their cost cannot be told.
+	UsageByModel     map[string]map[string]int64 `json:"usage_by_model,omitempty"`
+	UnattributedRuns int                         `json:"unattributed_runs,omitempty"`
+	// CostUSD is set by a client holding a price table (ctx agent
+	// sessions) when every run's usage is priced; never by a guess.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 	// SkippedLines counts unreadable lines; TornTail a partial last line.
 	SkippedLines int  `json:"skipped_lines,omitempty"`
 	TornTail     bool `json:"torn_tail,omitempty"`
@@ -155,6 +165,18 @@ func (z *summarizer) frame(f *Frame) {
 				z.s.Usage[k] += v
 			}
 			z.s.UsageRuns++
+			if len(f.UsageByModel) == 0 {
+				z.s.UnattributedRuns++
+			}
+		}
+		for m, u := range f.UsageByModel {
+			if u == nil {
+				continue
+			}
+			if z.s.UsageByModel == nil {
+				z.s.UsageByModel = map[string]map[string]int64{}
+			}
+			AddUsage(z.s.UsageByModel, m, u)
 		}
 	}
 }
@@ -263,4 +285,21 @@ func Title(text string) string {
 		}
 	}
 	return string(rs)
+}
+
+// AddUsage adds u to the usage of model in by.
+func AddUsage(by map[string]map[string]int64, model string, u *ipc.Usage) {
+	t := by[model]
+	if t == nil {
+		t = map[string]int64{}
+		by[model] = t
+	}
+	t["input"] += u.Input
+	t["output"] += u.Output
+	if u.CacheRead != 0 {
+		t["cache_read"] += u.CacheRead
+	}
+	if u.CacheWrite != 0 {
+		t["cache_write"] += u.CacheWrite
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/cortexfs/ctx/internal/prices"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -57,6 +58,11 @@ type Entry struct {
 	Code       string           `json:"code,omitempty"`
 	DurationMS int64            `json:"duration_ms,omitempty"`
 	Usage      map[string]int64 `json:"usage,omitempty"`
+	// UsageByModel is a done entry's usage per candidate that answered.
+	UsageByModel map[string]map[string]int64 `json:"usage_by_model,omitempty"`
+	// CostUSD is a done entry's cost, set by a client with a price table
+	// when every model's usage is priced.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // ResultRunes bounds a tool call's short result.
@@ -162,6 +168,14 @@ func (t *Transcript) Frame(f *Frame) {
 	case ipc.TypeDone:
 		t.flushCalls(CallNoResult)
 		e.Kind, e.Status, e.Usage = KindDone, f.Status, f.Tokens()
+		for m, u := range f.UsageByModel {
+			if u != nil {
+				if e.UsageByModel == nil {
+					e.UsageByModel = map[string]map[string]int64{}
+				}
+				AddUsage(e.UsageByModel, m, u)
+			}
+		}
 		if end, err := time.Parse(time.RFC3339Nano, f.TS); err == nil && !t.started.IsZero() && f.Run == t.run {
 			e.DurationMS = end.Sub(t.started).Milliseconds()
 		}
@@ -306,6 +320,9 @@ func (w *TextWriter) Write(e Entry) {
 		}
 		if u := UsageText(e.Usage); u != "" {
 			parts = append(parts, "usage "+u)
+		}
+		if e.CostUSD != nil {
+			parts = append(parts, prices.Format(*e.CostUSD))
 		}
 		w.printf("  (%s)\n", strings.Join(parts, " · "))
 	case KindOpen:

@@ -1,0 +1,76 @@
+package chatview
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBlocks: streamed Markdown is cut into closed blocks whatever the
+// delta boundaries; a blank line inside a fence does not close a block.
+// spec: issue 18
+func TestBlocks(t *testing.T) {
+	md := "# Title\nPara one\nstill one\n\n- a\n- b\n\n```go\nx := 1\n\ny := 2\n```\nafter fence\n\n   \n~~~~\n~~~\n~~~~\ntail"
+	want := []string{"# Title", "Para one\nstill one", "- a\n- b", "```go\nx := 1\n\ny := 2\n```", "after fence", "~~~~\n~~~\n~~~~"}
+	for _, step := range []int{1, 3, 7, len(md)} {
+		var b Blocks
+		var got []string
+		for i := 0; i < len(md); i += step {
+			got = append(got, b.Write(md[i:min(i+step, len(md))])...)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("step %d:\n got %q\nwant %q", step, got, want)
+		}
+		if p := b.Pending(); p != "tail" {
+			t.Errorf("step %d: pending %q", step, p)
+		}
+		if f := b.Flush(); f != "tail" || b.Pending() != "" {
+			t.Errorf("step %d: flush %q", step, f)
+		}
+	}
+}
+
+// TestMarkdownRender: glamour's output without padding or blank edges,
+// and escape sequences from the text neutralised. spec: issue 18
+func TestMarkdownRender(t *testing.T) {
+	m, err := NewMarkdown(60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := m.Render("Hello **world**\x1b]0;pwned\x07")
+	if strings.HasPrefix(out, "\n") || strings.HasSuffix(out, "\n") || strings.HasSuffix(out, " ") {
+		t.Errorf("edges: %q", out)
+	}
+	if strings.Contains(out, "\x1b]") || strings.Contains(out, "\x07") || strings.Contains(out, "**") {
+		t.Errorf("not rendered or not neutralised: %q", out)
+	}
+	if got := screen(out); !strings.Contains(got, "Hello world") {
+		t.Errorf("text: %q", got)
+	}
+}
+
+// TestToolLineAndDuration: the finished line of each status. spec: issue 18
+func TestToolLineAndDuration(t *testing.T) {
+	for _, tc := range []struct {
+		status, layer, content string
+		d                      time.Duration
+		want                   string
+	}{
+		{"ok", "", "x", 42 * time.Millisecond, "✓ read calc.sh  42 ms"},
+		{"error", "", "\nexit 1\nmore", 300 * time.Millisecond, "✗ read calc.sh  exit 1  300 ms"},
+		{"error", "", "", 1300 * time.Millisecond, "✗ read calc.sh  1.3 s"},
+		{"denied", "agent-policy", "no", 0, "⊘ read calc.sh denied by agent-policy"},
+		{"denied", "", "no", 0, "⊘ read calc.sh denied"},
+		{"cancelled", "", "", 12 * time.Second, "⊘ read calc.sh cancelled  12 s"},
+	} {
+		if got := ToolLine(tc.status, "read calc.sh", tc.layer, tc.content, tc.d); got != tc.want {
+			t.Errorf("ToolLine(%s) = %q, want %q", tc.status, got, tc.want)
+		}
+	}
+	for d, want := range map[time.Duration]string{0: "0 ms", 999 * time.Millisecond: "999 ms", 9949 * time.Millisecond: "9.9 s", 59 * time.Second: "59 s", 125 * time.Second: "2m5s"} {
+		if got := Duration(d); got != want {
+			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,336 @@
+package chatview
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+)
+
+// Unwrap names the tool a call really runs: a model's `tsh call NAME ARGS…`
+// is tool NAME with argv ARGS; anything else is itself.
+func Unwrap(name string, args []string) (tool string, argv []string) {
+	if name == "tsh" && len(args) >= 2 && args[0] == "call" {
+		return args[1], args[2:]
+	}
+	return name, args
+}
+
+// MaxPreviewFile bounds the workspace file a preview reads.
+const MaxPreviewFile = 1 << 20
+
+// MaxPreviewLines bounds the lines of a preview; the rest is counted.
+const MaxPreviewLines = 200
+
+// Preview is what an approval question shows of a change the call would
+// make (issue 18 item 4): for `write` and `edit` a unified diff of the
+// workspace file against what the call would leave, for `apply_patch` the
+// patch itself. It is computed on the client from the call's argv (the
+// standard tools' grammar: README "The standard toolset") and the
+// workspace as it is now; the tool itself decides what really happens.
+// ws is the host directory bound at /workspace (the run's cwd). The
+// result is plain text (colour it with Colorize); "" with a note when
+// there is nothing to show, and "", "" for a tool that changes no file.
+func Preview(tool string, argv []string, ws string) (diff, note string) {
+	switch tool {
+	case "write":
+		pos, _ := positional(argv, nil)
+		if len(pos) != 2 {
+			return "", "no preview: write takes PATH CONTENT"
+		}
+		old, exists, note := readWorkspace(ws, pos[0])
+		if note != "" {
+			return "", note
+		}
+		if !exists {
+			return unified(pos[0], "", pos[1], true), ""
+		}
+		if old == pos[1] {
+			return "", "no change: the file already holds this content"
+		}
+		return unified(pos[0], old, pos[1], false), ""
+	case "edit":
+		pos, flags := positional(argv, map[string]bool{"--all": true})
+		if len(pos) != 3 {
+			return "", "no preview: edit takes PATH OLD NEW [--all]"
+		}
+		old, exists, note := readWorkspace(ws, pos[0])
+		if note != "" {
+			return "", note
+		}
+		if !exists {
+			return "", fmt.Sprintf("no preview: %s does not exist (the edit will fail)", pos[0])
+		}
+		n := strings.Count(old, pos[1])
+		switch {
+		case pos[1] == "" || n == 0:
+			return "", fmt.Sprintf("no preview: the text to replace is not in %s (the edit will fail)", pos[0])
+		case n > 1 && !flags["--all"]:
+			return "", fmt.Sprintf("no preview: the text to replace occurs %d times in %s (the edit will fail without --all)", n, pos[0])
+		}
+		updated := strings.Replace(old, pos[1], pos[2], 1)
+		if flags["--all"] {
+			updated = strings.ReplaceAll(old, pos[1], pos[2])
+		}
+		return unified(pos[0], old, updated, false), ""
+	case "apply_patch":
+		pos, _ := positional(argv, nil)
+		if len(pos) != 1 {
+			return "", "no preview: apply_patch takes PATCH"
+		}
+		return capLines(strings.TrimRight(pos[0], "\n")), ""
+	}
+	return "", ""
+}
+
+// positional splits argv into positional arguments and the boolean flags
+// named in known; `--` ends the flags (the toolset's convention).
+func positional(argv []string, known map[string]bool) (pos []string, flags map[string]bool) {
+	flags = map[string]bool{}
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		switch {
+		case a == "--":
+			return append(pos, argv[i+1:]...), flags
+		case known[a]:
+			flags[a] = true
+		default:
+			pos = append(pos, a)
+		}
+	}
+	return pos, flags
+}
+
+// readWorkspace reads a file the call names, as the sandbox would see it:
+// relative to /workspace, or an absolute path inside it. note says why
+// there is no preview.
+func readWorkspace(ws, p string) (content string, exists bool, note string) {
+	if ws == "" {
+		return "", false, "no preview: no workspace"
+	}
+	var rel string
+	switch {
+	case filepath.IsAbs(p):
+		r, err := filepath.Rel("/workspace", filepath.Clean(p))
+		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+			return "", false, fmt.Sprintf("no preview: %s is outside the workspace", p)
+		}
+		rel = r
+	default:
+		rel = filepath.Clean(p)
+		if rel == ".." || strings.HasPrefix(rel, "../") {
+			return "", false, fmt.Sprintf("no preview: %s is outside the workspace", p)
+		}
+	}
+	f, err := os.Open(filepath.Join(ws, rel))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, ""
+	}
+	if err != nil {
+		return "", false, fmt.Sprintf("no preview: %v", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", false, fmt.Sprintf("no preview: %s is not a regular file", p)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxPreviewFile+1))
+	switch {
+	case err != nil:
+		return "", false, fmt.Sprintf("no preview: %v", err)
+	case len(b) > MaxPreviewFile:
+		return "", false, fmt.Sprintf("no preview: %s is over %d bytes", p, MaxPreviewFile)
+	case bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b):
+		return "", false, fmt.Sprintf("no preview: %s is not text", p)
+	}
+	return string(b), true, ""
+}
+
+// context is the number of unchanged lines shown around a change.
+const context = 3
+
+// maxLCS bounds the line-diff table (cells); beyond it the differing middle
+// is shown as removed then added, which is still exact.
+const maxLCS = 4_000_000
+
+// unified is a unified diff of a file's old and new text.
+func unified(name, a, b string, created bool) string {
+	al, bl := splitLines(a), splitLines(b)
+	ops := diffLines(al, bl)
+	var out strings.Builder
+	if created {
+		fmt.Fprintf(&out, "--- /dev/null\n+++ %s\n", name)
+	} else {
+		fmt.Fprintf(&out, "--- %s\n+++ %s\n", name, name)
+	}
+	// Group the ops into hunks with `context` lines around each change.
+	for i := 0; i < len(ops); {
+		if ops[i].kind == ' ' {
+			i++
+			continue
+		}
+		start := max(i-context, 0)
+		end := i
+		for end < len(ops) {
+			if ops[end].kind != ' ' {
+				end++
+				continue
+			}
+			run := end
+			for run < len(ops) && ops[run].kind == ' ' {
+				run++
+			}
+			if run == len(ops) || run-end > 2*context {
+				end = min(end+context, run)
+				break
+			}
+			end = run
+		}
+		aStart, bStart, aN, bN := ops[start].a, ops[start].b, 0, 0
+		for _, o := range ops[start:end] {
+			if o.kind != '+' {
+				aN++
+			}
+			if o.kind != '-' {
+				bN++
+			}
+		}
+		fmt.Fprintf(&out, "@@ -%s +%s @@\n", hunkRange(aStart, aN), hunkRange(bStart, bN))
+		for _, o := range ops[start:end] {
+			out.WriteByte(o.kind)
+			out.WriteString(o.text)
+			out.WriteByte('\n')
+			if o.noEOL {
+				out.WriteString("\\ No newline at end of file\n")
+			}
+		}
+		i = end
+	}
+	return capLines(strings.TrimRight(out.String(), "\n"))
+}
+
+func hunkRange(start, n int) string {
+	if n == 0 {
+		return fmt.Sprintf("%d,0", start)
+	}
+	if n == 1 {
+		return fmt.Sprintf("%d", start+1)
+	}
+	return fmt.Sprintf("%d,%d", start+1, n)
+}
+
+type line struct {
+	text  string
+	noEOL bool // the file's last line, without a final newline
+}
+
+func splitLines(s string) []line {
+	if s == "" {
+		return nil
+	}
+	parts := strings.SplitAfter(s, "\n")
+	if parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	out := make([]line, len(parts))
+	for i, p := range parts {
+		out[i] = line{text: strings.TrimSuffix(p, "\n"), noEOL: !strings.HasSuffix(p, "\n")}
+	}
+	return out
+}
+
+type op struct {
+	kind  byte // ' ', '-', '+'
+	text  string
+	noEOL bool
+	a, b  int // line index in the old and new text where this op stands
+}
+
+// diffLines is a shortest edit script by longest common subsequence, after
+// the common head and tail are taken off.
+func diffLines(a, b []line) []op {
+	var ops []op
+	h := 0
+	for h < len(a) && h < len(b) && a[h] == b[h] {
+		ops = append(ops, op{kind: ' ', text: a[h].text, noEOL: a[h].noEOL, a: h, b: h})
+		h++
+	}
+	t := 0
+	for t < len(a)-h && t < len(b)-h && a[len(a)-1-t] == b[len(b)-1-t] {
+		t++
+	}
+	am, bm := a[h:len(a)-t], b[h:len(b)-t]
+	if len(am)*len(bm) > maxLCS {
+		for i, l := range am {
+			ops = append(ops, op{kind: '-', text: l.text, noEOL: l.noEOL, a: h + i, b: h})
+		}
+		for j, l := range bm {
+			ops = append(ops, op{kind: '+', text: l.text, noEOL: l.noEOL, a: h + len(am), b: h + j})
+		}
+	} else {
+		// lcs[i][j]: length of the LCS of am[i:] and bm[j:].
+		w := len(bm) + 1
+		lcs := make([]int32, (len(am)+1)*w)
+		for i := len(am) - 1; i >= 0; i-- {
+			for j := len(bm) - 1; j >= 0; j-- {
+				if am[i] == bm[j] {
+					lcs[i*w+j] = lcs[(i+1)*w+j+1] + 1
+				} else {
+					lcs[i*w+j] = max(lcs[(i+1)*w+j], lcs[i*w+j+1])
+				}
+			}
+		}
+		i, j := 0, 0
+		for i < len(am) || j < len(bm) {
+			switch {
+			case i < len(am) && j < len(bm) && am[i] == bm[j]:
+				ops = append(ops, op{kind: ' ', text: am[i].text, noEOL: am[i].noEOL, a: h + i, b: h + j})
+				i, j = i+1, j+1
+			case i < len(am) && (j == len(bm) || lcs[(i+1)*w+j] >= lcs[i*w+j+1]):
+				ops = append(ops, op{kind: '-', text: am[i].text, noEOL: am[i].noEOL, a: h + i, b: h + j})
+				i++
+			default:
+				ops = append(ops, op{kind: '+', text: bm[j].text, noEOL: bm[j].noEOL, a: h + i, b: h + j})
+				j++
+			}
+		}
+	}
+	for k := t; k > 0; k-- {
+		ai, bi := len(a)-k, len(b)-k
+		ops = append(ops, op{kind: ' ', text: a[ai].text, noEOL: a[ai].noEOL, a: ai, b: bi})
+	}
+	return ops
+}
+
+// capLines keeps the first MaxPreviewLines lines and counts the rest.
+func capLines(s string) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) <= MaxPreviewLines {
+		return s
+	}
+	return strings.Join(lines[:MaxPreviewLines], "\n") + fmt.Sprintf("\n… %d more lines", len(lines)-MaxPreviewLines)
+}
+
+// Question is the approval question for a tool call (not an MCP call):
+// the tool, its argv and, for write, edit and apply_patch, the change it
+// would make to the workspace ws (coloured when color is set). It ends
+// with the prompt "Allow once? [y/N] ".
+func Question(name string, args []string, ws string, color bool) string {
+	tool, argv := Unwrap(name, args)
+	var b strings.Builder
+	fmt.Fprintf(&b, "? the agent wants to run tool %s with argv %s\n", sanitize(tool), sanitize(fmt.Sprintf("%q", argv)))
+	diff, note := Preview(tool, argv, ws)
+	switch {
+	case diff != "" && color:
+		b.WriteString(Colorize(diff) + "\n")
+	case diff != "":
+		b.WriteString(sanitize(diff) + "\n")
+	case note != "":
+		b.WriteString("  (" + sanitize(note) + ")\n")
+	}
+	b.WriteString("Allow once? [y/N] ")
+	return b.String()
+}

@@ -1,0 +1,374 @@
+// Package chatview renders a run's frames for a person at a terminal
+// (issue 18 item 4): the assistant's Markdown through glamour, each tool
+// call as one live line that ends with its status and duration, the time
+// spent waiting for the model, and the diff an approval is about.
+//
+// Streaming: Markdown cannot be rendered a token at a time (a `**` or a
+// fence changes what came before it), and rewriting many lines of a
+// terminal that has scrolled is not reliable. So the view renders each
+// block as soon as it is closed (a blank line outside a code fence, a
+// fence's closing line, a heading line; see Blocks) and shows the block
+// still open on the one live line — its last line, cut to the width —
+// beside the spinner. The live line is the only text ever rewritten, and
+// it is one row, so it can always be erased. The open block is rendered
+// when the model calls a tool or the answer ends.
+//
+// A View is not safe for concurrent use: one goroutine feeds it frames and
+// ticks (the client's frame loop).
+package chatview
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/cortexfs/ctx/internal/sessions"
+	"github.com/cortexfs/ctx/ipc"
+)
+
+// Options configure a View.
+type Options struct {
+	// Width is the terminal's width in columns (80 when 0).
+	Width int
+	// CRLF writes "\r\n" for "\n": the terminal is in raw mode (chat).
+	CRLF bool
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Cost says what a done frame's usage cost ("$0.0123"), or "" when
+	// it cannot be told (no price table, no price for the model, no
+	// usage). Nil: cost is never shown.
+	Cost func(done *ipc.Frame) string
+}
+
+// TickEvery is how often the live line should be redrawn (Tick).
+const TickEvery = 100 * time.Millisecond
+
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+var (
+	styleOK     = lipgloss.NewStyle().Foreground(lipgloss.Color("2"))
+	styleErr    = lipgloss.NewStyle().Foreground(lipgloss.Color("1"))
+	styleDenied = lipgloss.NewStyle().Foreground(lipgloss.Color("3"))
+	styleFaint  = lipgloss.NewStyle().Faint(true)
+	styleSpin   = lipgloss.NewStyle().Foreground(lipgloss.Color("6"))
+)
+
+// View renders one conversation's runs.
+type View struct {
+	w      io.Writer
+	o      Options
+	md     *Markdown
+	blocks Blocks
+
+	begun    time.Time // the run began (Begin)
+	last     time.Time // the last frame that showed progress
+	gotToken bool      // a delta arrived in this run
+	text     bool      // this run printed assistant text
+	tool     *running  // the call in flight
+	live     bool      // the live line is on screen
+	active   bool      // between Begin and done
+	spin     int
+	err      error
+}
+
+type running struct {
+	label   string
+	started time.Time
+}
+
+// New makes a View writing to w.
+func New(w io.Writer, o Options) (*View, error) {
+	if o.Width <= 0 {
+		o.Width = 80
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	md, err := NewMarkdown(o.Width)
+	if err != nil {
+		return nil, err
+	}
+	return &View{w: w, o: o, md: md}, nil
+}
+
+// Err is the first write error.
+func (v *View) Err() error { return v.err }
+
+// Begin starts a run: the live line counts the wait for the first token.
+func (v *View) Begin() {
+	now := v.o.Now()
+	v.begun, v.last = now, now
+	v.gotToken, v.text, v.tool, v.active = false, false, nil, true
+	v.blocks = Blocks{}
+	v.drawLive()
+}
+
+// Tick advances the spinner and the elapsed time on the live line.
+func (v *View) Tick() {
+	v.spin++
+	if v.active {
+		v.drawLive()
+	}
+}
+
+// Pause takes the live line off the screen (before a question is asked);
+// the next frame or Tick draws it again.
+func (v *View) Pause() { v.clearLive() }
+
+// Frame renders one frame of the run.
+func (v *View) Frame(f *ipc.Frame) {
+	now := v.o.Now()
+	if !v.active && (f.Type == ipc.TypeUser || f.Type == ipc.TypeStart) {
+		v.Begin()
+	}
+	switch f.Type {
+	case ipc.TypeDelta:
+		v.gotToken, v.last = true, now
+		for _, b := range v.blocks.Write(f.Text) {
+			v.printBlock(b)
+		}
+	case ipc.TypeToolCall:
+		v.flushText()
+		v.tool = &running{label: Label(f.Name, f.Args), started: now}
+	case ipc.TypeApproval:
+		if v.tool != nil {
+			v.tool.started = now // the duration is the call's, not the person's
+		}
+	case ipc.TypeToolResult:
+		label := Label(f.Name, nil)
+		var d time.Duration
+		if v.tool != nil {
+			label, d = v.tool.label, now.Sub(v.tool.started)
+		}
+		v.tool, v.last = nil, now
+		v.println(colorToolLine(ToolLine(f.Status, label, f.Layer, f.Content, d), f.Status))
+	case ipc.TypeAssistant:
+		v.flushText()
+		if !v.text && strings.TrimSpace(f.Text) != "" {
+			v.printBlock(f.Text)
+		}
+	case ipc.TypeWarning:
+		v.println(styleDenied.Render("! ") + styleFaint.Render(sessions.Clean(f.Message)))
+	case ipc.TypeCandidate:
+		v.println(styleFaint.Render(fmt.Sprintf("↷ model %s %s: %s", sessions.Clean(f.Model), f.Status, sessions.Clean(f.Reason))))
+	case ipc.TypeError:
+		v.flushText()
+		v.println(styleErr.Render(fmt.Sprintf("✗ error %s: %s", f.Code, sessions.Clean(f.Message))))
+	case ipc.TypeCancelled:
+		v.flushText()
+		v.println(styleFaint.Render("(cancelled)"))
+	case ipc.TypeDone:
+		v.flushText()
+		v.println(styleFaint.Render(v.status(f, now)))
+		v.active, v.tool = false, nil
+		return
+	}
+	if v.active {
+		v.drawLive()
+	}
+}
+
+// status is the line that closes a run: its status, duration, usage and,
+// with a price for it, cost.
+func (v *View) status(f *ipc.Frame, now time.Time) string {
+	parts := []string{f.Status}
+	if !v.begun.IsZero() {
+		parts = append(parts, Duration(now.Sub(v.begun)))
+	}
+	if u := f.Usage; u != nil {
+		s := fmt.Sprintf("%s in · %s out", tokens(u.Input), tokens(u.Output))
+		if u.CacheRead > 0 {
+			s += " · " + tokens(u.CacheRead) + " cache read"
+		}
+		if u.CacheWrite > 0 {
+			s += " · " + tokens(u.CacheWrite) + " cache write"
+		}
+		parts = append(parts, s)
+	}
+	if v.o.Cost != nil {
+		if c := v.o.Cost(f); c != "" {
+			parts = append(parts, c)
+		}
+	}
+	return "── " + strings.Join(parts, " · ")
+}
+
+func tokens(n int64) string { return strconv.FormatInt(n, 10) }
+
+func (v *View) flushText() {
+	if b := v.blocks.Flush(); b != "" {
+		v.printBlock(b)
+	}
+}
+
+func (v *View) printBlock(md string) {
+	out := v.md.Render(md)
+	if out == "" {
+		return
+	}
+	if v.text {
+		out = "\n" + out
+	}
+	v.text = true
+	v.println(out)
+}
+
+// println writes text and a newline above the live line.
+func (v *View) println(s string) {
+	v.clearLive()
+	v.write(s + "\n")
+}
+
+func (v *View) write(s string) {
+	if v.err != nil {
+		return
+	}
+	if v.o.CRLF {
+		s = strings.ReplaceAll(s, "\n", "\r\n")
+	}
+	_, v.err = io.WriteString(v.w, s)
+}
+
+func (v *View) clearLive() {
+	if v.live {
+		v.write("\r\x1b[K")
+		v.live = false
+	}
+}
+
+// drawLive redraws the one live line: the call in flight, the block being
+// written, or the wait for the model.
+func (v *View) drawLive() {
+	now := v.o.Now()
+	sp := styleSpin.Render(spinner[v.spin%len(spinner)])
+	var s string
+	switch {
+	case v.tool != nil:
+		s = sp + " " + v.tool.label + "  " + styleFaint.Render(Duration(now.Sub(v.tool.started)))
+	case strings.TrimSpace(v.blocks.Pending()) != "":
+		p := strings.TrimRight(v.blocks.Pending(), "\n")
+		if i := strings.LastIndexByte(p, '\n'); i >= 0 {
+			p = p[i+1:]
+		}
+		s = sp + " " + styleFaint.Render(sessions.Clean(strings.ReplaceAll(p, "\t", " ")))
+	case !v.gotToken:
+		s = sp + " " + styleFaint.Render("waiting for the model  "+Duration(now.Sub(v.begun)))
+	default:
+		s = sp + " " + styleFaint.Render("thinking  "+Duration(now.Sub(v.last)))
+	}
+	s = ansi.Truncate(s, v.o.Width-1, "…")
+	v.write("\r\x1b[K" + s)
+	v.live = true
+}
+
+// Label is a tool call as a person reads it: a model's `tsh call read
+// x.go` is `read x.go`; arguments with spaces are quoted, the whole cut
+// to 80 runes, control characters shown as U+FFFD.
+func Label(name string, args []string) string {
+	tool, argv := Unwrap(name, args)
+	return sessions.Clean(sessions.Command(tool, argv))
+}
+
+// ToolLine is the line a finished tool call leaves (plain text):
+//
+//	✓ read calc.sh  42 ms
+//	✗ bash "sh test.sh"  exit status 1  0.3 s
+//	⊘ bash denied by agent-policy
+//	⊘ bash cancelled  2.0 s
+//
+// The detail of an error is the first line of its result.
+func ToolLine(status, label, layer, content string, d time.Duration) string {
+	dur := ""
+	if d > 0 {
+		dur = "  " + Duration(d)
+	}
+	switch status {
+	case "ok":
+		return "✓ " + label + dur
+	case "denied":
+		by := "denied"
+		if layer != "" {
+			by += " by " + sessions.Clean(layer)
+		}
+		return "⊘ " + label + " " + by
+	case "cancelled":
+		return "⊘ " + label + " cancelled" + dur
+	}
+	detail := ""
+	if s := sessions.Short(content); s != "" {
+		detail = "  " + cutRunes(s, 60)
+	}
+	return "✗ " + label + detail + dur
+}
+
+func colorToolLine(s, status string) string {
+	sym, rest, _ := strings.Cut(s, " ")
+	switch status {
+	case "ok":
+		sym = styleOK.Render(sym)
+	case "denied", "cancelled":
+		sym = styleDenied.Render(sym)
+	default:
+		sym = styleErr.Render(sym)
+	}
+	return sym + " " + rest
+}
+
+func cutRunes(s string, n int) string {
+	rs := []rune(s)
+	if len(rs) <= n {
+		return s
+	}
+	return string(rs[:n-1]) + "…"
+}
+
+// Duration is an elapsed time for a person: "42 ms", "1.3 s", "14 s",
+// "2m5s".
+func Duration(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+		fallthrough
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	}
+	return d.Round(time.Second).String()
+}
+
+// Colorize colours a diff or patch for a terminal: added lines green,
+// removed red, hunk headers cyan, file headers bold.
+func Colorize(diff string) string {
+	lines := strings.Split(diff, "\n")
+	add := lipgloss.NewStyle().Foreground(lipgloss.Color("2"))
+	del := lipgloss.NewStyle().Foreground(lipgloss.Color("1"))
+	hunk := lipgloss.NewStyle().Foreground(lipgloss.Color("6"))
+	head := lipgloss.NewStyle().Bold(true)
+	for i, l := range lines {
+		l = sessions.Clean(l)
+		switch {
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"), strings.HasPrefix(l, "*** "):
+			lines[i] = head.Render(l)
+		case strings.HasPrefix(l, "@@"):
+			lines[i] = hunk.Render(l)
+		case strings.HasPrefix(l, "+"):
+			lines[i] = add.Render(l)
+		case strings.HasPrefix(l, "-"):
+			lines[i] = del.Render(l)
+		default:
+			lines[i] = l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sanitize shows control characters (but newline and tab) as U+FFFD.
+func sanitize(s string) string { return sessions.Clean(s) }
