@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/cortexfs/ctx/actors/session"
 	"github.com/cortexfs/ctx/ctlsock"
 	"github.com/cortexfs/ctx/internal/atomicfile"
+	"github.com/cortexfs/ctx/internal/binstall"
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/config"
@@ -319,15 +319,8 @@ func serveSystem(cfg *config.Config, ln *net.UnixListener, term func(*TerminalRe
 	}
 }
 
-// Install copies tsh, ctxterm and agent.update from src into CTX_ROOT/bin
-// (and the agent.update tool object) when they differ.
-func Install(src, binDir string) error {
-	var errs []error
-	for _, name := range []string{"tsh", "ctxterm"} {
-		errs = append(errs, copyIfChanged(filepath.Join(src, name), filepath.Join(binDir, name)))
-	}
-	return errors.Join(errs...)
-}
+// Install copies tsh and ctxterm from src into CTX_ROOT/bin when they differ.
+func Install(src, binDir string) error { return binstall.Install(src, binDir) }
 
 // installTool installs the agent.update tool object (U1) under tool/.
 func installTool(src string, l layout.Layout) error {
@@ -349,21 +342,4 @@ func installTool(src string, l layout.Layout) error {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func copyIfChanged(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	defer in.Close()
-	b, err := io.ReadAll(in)
-	if err != nil {
-		return err
-	}
-	if old, err := os.ReadFile(dst); err == nil && string(old) == string(b) {
-		return nil
-	}
-	return atomicfile.WriteFile(dst, b, 0o755)
-}
+func copyIfChanged(src, dst string) error { return binstall.CopyIfChanged(src, dst) }

@@ -13,11 +13,12 @@ import (
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcphost"
+	"github.com/cortexfs/ctx/internal/version"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // Version of ctx, reported by ping.
-const Version = "0.1.0"
+const Version = version.Version
 
 // Config is built once by the daemon.
 type Config struct {

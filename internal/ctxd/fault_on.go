@@ -1,6 +1,6 @@
 //go:build ctxfault
 
-package cli
+package ctxd
 
 import (
 	"os"
