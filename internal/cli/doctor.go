@@ -1,6 +1,5 @@
 package cli
 
-
 // DoctorCmd is `ctx doctor [--json]`: every check with its verdict and,
 // when it fails, the fix. It starts no daemon and changes nothing.
 type DoctorCmd struct {

@@ -11,11 +11,11 @@ import (
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/atomicfile"
 	"github.com/cortexfs/ctx/internal/bwrap"
-	"github.com/cortexfs/ctx/internal/version"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcpconf"
 	"github.com/cortexfs/ctx/internal/mcphost"
 	"github.com/cortexfs/ctx/internal/sandbox"
+	"github.com/cortexfs/ctx/internal/version"
 )
 
 // McpCmd groups the MCP server commands (issue 13). Declarations live in

@@ -11,10 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	terminal "github.com/cortexfs/ctx/internal/termres"
 	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/sessions"
+	terminal "github.com/cortexfs/ctx/internal/termres"
 	"github.com/cortexfs/ctx/ipc"
 )
 
