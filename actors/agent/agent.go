@@ -142,7 +142,7 @@ func openSessions(cfg *config.Config, name string) [][2]string {
 		dir := cfg.Layout.SessionsDir(name, scope)
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			b, err := os.ReadFile(filepath.Join(dir, e.Name(), store.EventsFile))
+			b, err := readTail(filepath.Join(dir, e.Name(), store.EventsFile), tailBytes)
 			if err != nil {
 				continue
 			}
@@ -152,6 +152,31 @@ func openSessions(cfg *config.Config, name string) [][2]string {
 		}
 	}
 	return out
+}
+
+// tailBytes is how much of a log's end openSessions reads: a done frame
+// is far shorter, so a last line longer than this is not one (issue 15:
+// a start with thousands of sessions reads kilobytes each, not their logs).
+const tailBytes = 64 << 10
+
+// readTail reads at most limit bytes from the end of the file at path.
+func readTail(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(st.Size()-limit, 0)
+	b := make([]byte, st.Size()-off)
+	n, err := f.ReadAt(b, off)
+	if err != nil && n < len(b) {
+		return nil, err
+	}
+	return b[:n], nil
 }
 
 // runOpen: runs of a session are sequential and each ends with its done
@@ -208,6 +233,14 @@ func (a *Actor) accept(root *actor.RootContext, self *actor.PID) {
 func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 	defer root.Send(self, &connClosed{conn: conn})
 	defer func() { a.liveMu.Lock(); delete(a.live, conn); a.liveMu.Unlock() }()
+	// issue 15 item 4: the daemon answers ping before its installs are
+	// done; a request that may start a sandbox waits for them.
+	select {
+	case <-a.cfg.Warmed():
+	case <-a.ctx.Done():
+		conn.Close()
+		return
+	}
 	lr := ipc.NewLineReader(conn.Raw())
 	for {
 		line, err := lr.Next()

@@ -22,7 +22,10 @@ func Install(src, binDir string) error {
 }
 
 // CopyIfChanged replaces dst (atomically, mode 0755) with src's bytes when
-// they differ. A missing src is not an error.
+// they differ. A missing src is not an error. The copy takes src's
+// modification time, so a dst of the same size and time is taken as
+// unchanged without reading either (rsync's quick check): a daemon start
+// does not read megabytes to find nothing to do (issue 15 item 4).
 func CopyIfChanged(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
@@ -32,12 +35,21 @@ func CopyIfChanged(src, dst string) error {
 		return err
 	}
 	defer in.Close()
+	sst, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	if dst, err := os.Stat(dst); err == nil && dst.Mode().IsRegular() && dst.Size() == sst.Size() && dst.ModTime().Equal(sst.ModTime()) {
+		return nil
+	}
 	b, err := io.ReadAll(in)
 	if err != nil {
 		return err
 	}
-	if old, err := os.ReadFile(dst); err == nil && string(old) == string(b) {
-		return nil
+	if old, err := os.ReadFile(dst); err != nil || string(old) != string(b) {
+		if err := atomicfile.WriteFile(dst, b, 0o755); err != nil {
+			return err
+		}
 	}
-	return atomicfile.WriteFile(dst, b, 0o755)
+	return os.Chtimes(dst, sst.ModTime(), sst.ModTime())
 }
