@@ -82,7 +82,13 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onChildGone(m)
 	case *actor.Stopping:
 		a.onStopping()
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Restarting:
+		// A crash: this incarnation's listener, connections and goroutines
+		// go with it, so the next one can bind the socket again. Its
+		// sessions were stopped first (they conclude an active run as
+		// interrupted, not as a shutdown's cancel). issue 15 item 5
+		a.onStopping()
+	case *actor.Stopped:
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
@@ -316,6 +322,7 @@ func checkWorkspace(l layout.Layout, agent string, log *slog.Logger, r *ipc.Requ
 }
 
 func (a *Actor) onIncoming(c actor.Context, m *incoming) {
+	a.cfg.Hit("agent.incoming")
 	a.conns[m.conn] = true
 	if m.req.Op == ipc.OpCancel && m.req.Session == "" {
 		// A bare run id: every live session checks whether it is theirs, and

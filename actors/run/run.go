@@ -49,6 +49,10 @@ type Actor struct {
 	usage *provider.Usage // token use the providers reported over the run's turns (nil: none)
 	ctx   context.Context
 	stop  context.CancelFunc
+	// crashed ends when this incarnation panicked (Restarting): a process
+	// it was still starting is then killed at once, not given the grace.
+	crashed context.Context
+	crash   context.CancelFunc
 
 	def   *agentdef.Def
 	prep  *runprep.Prepared
@@ -116,6 +120,9 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onAudited(c, m)
 	case *actor.Restarting:
 		// A crash: nothing of this incarnation survives; kill at once.
+		if a.crash != nil {
+			a.crash()
+		}
 		a.killAll()
 		a.closeGroup(0)
 	case *actor.Stopping:
@@ -132,6 +139,7 @@ func (a *Actor) Receive(c actor.Context) {
 func (a *Actor) onStarted(c actor.Context) {
 	a.log = a.cfg.Log.With("actor", "run", "session", a.spec.Session, "run", a.spec.RunID)
 	a.ctx, a.stop = context.WithCancel(context.Background())
+	a.crashed, a.crash = context.WithCancel(context.Background())
 	a.seenCalls = map[string]bool{}
 	a.warned = map[string]bool{}
 	if a.spec.Attempts.Add(1) > 1 {
@@ -257,6 +265,7 @@ func (a *Actor) startStep(c actor.Context) {
 	a.call = nil
 	a.invalid = false
 	self, root, gen, cfg, log := c.Self(), c.ActorSystem().Root, a.gen, a.cfg, a.log
+	actx, crashed := a.ctx, a.crashed
 	cfg.Procs.Add(1)
 	go func() {
 		defer cfg.Procs.Done()
@@ -304,6 +313,22 @@ func (a *Actor) startStep(c actor.Context) {
 			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}
+		// issue 15 item 5: if this incarnation crashes or stops before it
+		// learns of the process (stepStarted still in its mailbox, or
+		// delivered to a restarted incarnation), the process still ends.
+		cfg.Procs.Add(1)
+		go func() {
+			defer cfg.Procs.Done()
+			select {
+			case <-p.Done():
+			case <-actx.Done():
+				if crashed.Err() != nil {
+					p.Kill()
+				} else {
+					p.Terminate(context.Background(), cfg.CancelGrace)
+				}
+			}
+		}()
 		root.Send(self, &stepStarted{gen: gen, p: p, warnings: warnings})
 		cfg.Procs.Add(1)
 		readAgent(root, self, gen, p, cfg, held.Ended)
@@ -314,6 +339,11 @@ func (a *Actor) startStep(c actor.Context) {
 // start. A process that started after a cancel is ended at once.
 func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 	if m.gen != a.gen {
+		// A start this incarnation did not ask for (its crashed
+		// predecessor's): never let it run. issue 15 item 5
+		if m.p != nil {
+			m.p.Kill()
+		}
 		return
 	}
 	a.starting = false
