@@ -4,7 +4,7 @@ export CGO_ENABLED := 0
 PKGS    := ./cmd/ctx ./cmd/ctxd ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./cmd/ctxtools ./examples/demo-agent ./examples/fixer-agent
 PREFIX  ?= /usr/local
 
-.PHONY: build install test test-short test-systemd vet demo bench fuzz fuzz-keep clean
+.PHONY: build install test test-short test-systemd vet demo bench fuzz fuzz-keep chaos clean
 
 BINDIR  ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/user
@@ -63,6 +63,12 @@ fuzz:
 
 fuzz-keep:
 	GO=$(GO) bash scripts/fuzz.sh --keep
+
+# issue 15 item 5: the chaos test's long form (CHAOS_KILLS kills, default
+# 1000); `make test` runs its short form (12 kills) with the rest of e2e.
+CHAOS_KILLS ?= 1000
+chaos: build
+	CTX_CHAOS_KILLS=$(CHAOS_KILLS) $(GO) test -count=1 -timeout 180m -run '^TestChaos$$' -v ./e2e/
 
 clean:
 	rm -rf bin
