@@ -126,7 +126,10 @@ func (c *chaos) check(final bool) {
 	if !pingOnce(c.w.run + "/system.sock") {
 		c.violation("the system socket does not answer ping")
 	}
-	if !pingOnce(filepath.Join(c.w.run, "agent", "c.sock")) {
+	// An agent actor restarted by the last kill may still be binding.
+	agentSock := filepath.Join(c.w.run, "agent", "c.sock")
+	waitUntil(3*time.Second, func() bool { return pingOnce(agentSock) })
+	if !pingOnce(agentSock) {
 		c.violation("the agent socket does not answer ping")
 	}
 }
