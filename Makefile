@@ -1,10 +1,10 @@
 # ctx — build, test, demo, bench. See README.md.
 GO      ?= go
 export CGO_ENABLED := 0
-PKGS    := ./cmd/ctx ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./cmd/ctxtools ./examples/demo-agent ./examples/fixer-agent
+PKGS    := ./cmd/ctx ./cmd/ctxd ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./cmd/ctxtools ./examples/demo-agent ./examples/fixer-agent
 PREFIX  ?= /usr/local
 
-.PHONY: build install test test-short test-systemd vet demo bench fuzz fuzz-keep clean
+.PHONY: build install test test-short test-systemd vet demo bench fuzz fuzz-keep chaos clean
 
 BINDIR  ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/user
@@ -16,11 +16,12 @@ build:
 	@mkdir -p bin
 	$(GO) build -o bin/ $(PKGS)
 
-# tsh, ctxterm, agent.update and ctxtools (the standard toolset) sit beside ctx:
+# ctxd (the daemon: `ctx daemon` and auto-start exec it), tsh, ctxterm,
+# agent.update and ctxtools (the standard toolset) sit beside ctx:
 # the daemon and `ctx init` install them into CTX_ROOT from there.
 install: build
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR)
-	install -m 0755 bin/ctx bin/ctxterm bin/tsh bin/agent.update bin/ctxtools agent.sh $(DESTDIR)$(BINDIR)/
+	install -m 0755 bin/ctx bin/ctxd bin/ctxterm bin/tsh bin/agent.update bin/ctxtools agent.sh $(DESTDIR)$(BINDIR)/
 	env -u CTX_ROOT -u CTX_RUNTIME_DIR bin/ctx install-units --dir $(DESTDIR)$(UNITDIR) --bin $(BINDIR)/ctx
 	bin/ctx completion bash > $(DESTDIR)$(BASHDIR)/ctx
 	bin/ctx completion zsh  > $(DESTDIR)$(ZSHDIR)/_ctx
@@ -63,6 +64,12 @@ fuzz:
 
 fuzz-keep:
 	GO=$(GO) bash scripts/fuzz.sh --keep
+
+# issue 15 item 5: the chaos test's long form (CHAOS_KILLS kills, default
+# 1000); `make test` runs its short form (12 kills) with the rest of e2e.
+CHAOS_KILLS ?= 1000
+chaos: build
+	CTX_CHAOS_KILLS=$(CHAOS_KILLS) $(GO) test -count=1 -timeout 180m -run '^TestChaos$$' -v ./e2e/
 
 clean:
 	rm -rf bin

@@ -56,16 +56,18 @@ func setup(m *testing.M) (int, error) {
 		}
 		return nil
 	}
-	if err := build(dir+"/", "", "./cmd/ctx", "./cmd/ctxterm", "./cmd/tsh", "./cmd/agent.update", "./examples/demo-agent", "./e2e/testagent", "./e2e/probe", "./e2e/attack", "./e2e/mcpfake"); err != nil {
+	if err := build(dir+"/", "", "./cmd/ctx", "./cmd/ctxd", "./cmd/ctxterm", "./cmd/tsh", "./cmd/agent.update", "./examples/demo-agent", "./e2e/testagent", "./e2e/probe", "./e2e/attack", "./e2e/mcpfake"); err != nil {
 		return 1, err
 	}
 	if err := os.MkdirAll(dir+"/fault", 0o755); err != nil {
 		return 1, err
 	}
-	if err := build(dir+"/fault/ctx", "ctxfault", "./cmd/ctx"); err != nil {
+	// fault/ holds ctxd built with the fault hooks (ctxfault) beside the
+	// ordinary client: `ctx daemon` there execs the fault-injecting daemon.
+	if err := build(dir+"/fault/ctxd", "ctxfault", "./cmd/ctxd"); err != nil {
 		return 1, err
 	}
-	for _, b := range []string{"tsh", "ctxterm"} {
+	for _, b := range []string{"ctx", "tsh", "ctxterm"} {
 		if err := os.Link(dir+"/"+b, dir+"/fault/"+b); err != nil {
 			return 1, err
 		}
@@ -75,7 +77,7 @@ func setup(m *testing.M) (int, error) {
 	if err := os.MkdirAll(dir+"/std", 0o755); err != nil {
 		return 1, err
 	}
-	for _, b := range []string{"ctx", "tsh", "ctxterm", "agent.update"} {
+	for _, b := range []string{"ctx", "ctxd", "tsh", "ctxterm", "agent.update"} {
 		if err := os.Link(dir+"/"+b, dir+"/std/"+b); err != nil {
 			return 1, err
 		}

@@ -59,7 +59,7 @@ func TestInstallQuickStart(t *testing.T) {
 	base := t.TempDir()
 	prefix := filepath.Join(base, "prefix")
 	installPrefix(t, prefix)
-	for _, f := range []string{"bin/ctx", "bin/ctxterm", "bin/tsh", "bin/agent.update", "bin/ctxtools", "bin/agent.sh",
+	for _, f := range []string{"bin/ctx", "bin/ctxd", "bin/ctxterm", "bin/tsh", "bin/agent.update", "bin/ctxtools", "bin/agent.sh",
 		"lib/systemd/user/ctx.socket", "lib/systemd/user/ctx.service",
 		"share/bash-completion/completions/ctx", "share/zsh/site-functions/_ctx", "share/fish/vendor_completions.d/ctx.fish"} {
 		if _, err := os.Stat(filepath.Join(prefix, f)); err != nil {
@@ -153,7 +153,7 @@ func stopAutostarted(t *testing.T, root string) {
 	t.Errorf("autostarted daemon %d did not stop on SIGTERM", pid)
 }
 
-// TestInstallGoInstall: `go install ./cmd/...` builds the four binaries.
+// TestInstallGoInstall: `go install ./cmd/...` builds the binaries, ctxd included.
 func TestInstallGoInstall(t *testing.T) {
 	gobin := t.TempDir()
 	cmd := exec.Command("go", "install", "./cmd/...")
@@ -162,7 +162,7 @@ func TestInstallGoInstall(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go install ./cmd/...: %v\n%s", err, out)
 	}
-	for _, b := range []string{"ctx", "ctxterm", "tsh", "agent.update"} {
+	for _, b := range []string{"ctx", "ctxd", "ctxterm", "tsh", "agent.update"} {
 		if st, err := os.Stat(filepath.Join(gobin, b)); err != nil || st.Mode()&0o111 == 0 {
 			t.Errorf("go install did not produce %s: %v", b, err)
 		}

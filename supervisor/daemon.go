@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/cortexfs/ctx/actors/session"
 	"github.com/cortexfs/ctx/ctlsock"
 	"github.com/cortexfs/ctx/internal/atomicfile"
+	"github.com/cortexfs/ctx/internal/binstall"
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/config"
@@ -68,11 +68,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	cfg.Bwrap = bw
 	cfg.StartMCP()
 	cfg.Cgroups = startCgroups(ctx, cfg)
-	if d.BinDir != "" {
-		if err := Install(d.BinDir, l.BinDir()); err != nil {
-			cfg.Log.Warn("install binaries", "err", err)
-		}
-	}
 	roots, err := launchroot.New(l.UID)
 	if err != nil {
 		return fmt.Errorf("daemon: launch roots: %w", err)
@@ -109,19 +104,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}()
 	defer func() { stopCtl(); <-ctlDone }()
-	if err := installTool(d.BinDir, l); err != nil {
-		cfg.Log.Warn("install the agent.update tool", "err", err)
-	}
-	// issue 12: the standard toolset from the ctxtools beside the daemon
-	// (an upgrade reaches CTX_ROOT/tool on the next start); a user's own
-	// tool of the same name is kept.
-	if bin := filepath.Join(d.BinDir, toolset.Binary); d.BinDir != "" && fileExists(bin) {
-		if rep, err := toolset.Install(bin, l.ToolDir()); err != nil {
-			cfg.Log.Warn("install the standard toolset", "err", err)
-		} else if len(rep.Kept) > 0 {
-			cfg.Log.Info("standard tools not installed: a tool of that name is the user's own", "kept", rep.Kept)
-		}
-	}
+	// issue 15 item 4: the sockets first, then the installs. Requests
+	// that may start a sandbox wait for cfg.Warmed (tsh, ctxterm and the
+	// tools in place); ping answers at once.
+	warmDone := cfg.StartWarmup()
 	ln := d.Listener
 	if ln == nil {
 		if ln, err = ipc.Listen(l.SystemSocket()); err != nil {
@@ -146,6 +132,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return serveTerminal(system, root, l, launcher.Name(), req)
 		})
 	}()
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		defer warmDone()
+		d.install(l)
+	}()
 	wdCtx, stopWD := context.WithCancel(ctx)
 	wdDone := make(chan struct{})
 	go func() { defer close(wdDone); runWatchdog(wdCtx) }()
@@ -157,6 +149,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	<-wdDone
 	cfg.Log.Info("daemon shutting down")
 	ln.Close()
+	<-warmed
 	drain(system, root, cfg)
 	if err := system.Root.PoisonFuture(root).Wait(); err != nil {
 		cfg.Log.Warn("stop actors", "err", err)
@@ -180,6 +173,30 @@ func (d *Daemon) Run(ctx context.Context) error {
 	cfg.Cgroups.Release()
 	system.Shutdown()
 	return nil
+}
+
+// install puts the helper binaries, the agent.update tool and the
+// standard toolset from BinDir into CTX_ROOT (when they differ).
+func (d *Daemon) install(l layout.Layout) {
+	cfg := d.Cfg
+	if d.BinDir != "" {
+		if err := Install(d.BinDir, l.BinDir()); err != nil {
+			cfg.Log.Warn("install binaries", "err", err)
+		}
+	}
+	if err := installTool(d.BinDir, l); err != nil {
+		cfg.Log.Warn("install the agent.update tool", "err", err)
+	}
+	// issue 12: the standard toolset from the ctxtools beside the daemon
+	// (an upgrade reaches CTX_ROOT/tool on the next start); a user's own
+	// tool of the same name is kept.
+	if bin := filepath.Join(d.BinDir, toolset.Binary); d.BinDir != "" && fileExists(bin) {
+		if rep, err := toolset.Install(bin, l.ToolDir()); err != nil {
+			cfg.Log.Warn("install the standard toolset", "err", err)
+		} else if len(rep.Kept) > 0 {
+			cfg.Log.Info("standard tools not installed: a tool of that name is the user's own", "kept", rep.Kept)
+		}
+	}
 }
 
 // startCgroups chooses how runs are confined and, before anything is
@@ -291,6 +308,7 @@ func serveSystem(cfg *config.Config, ln *net.UnixListener, term func(*TerminalRe
 					if err != nil {
 						reply.Message = err.Error()
 					} else {
+						<-cfg.Warmed() // a terminal runs ctxterm and tsh from CTX_ROOT/bin
 						reply = term(treq)
 					}
 					b, _ := json.Marshal(reply)
@@ -319,15 +337,8 @@ func serveSystem(cfg *config.Config, ln *net.UnixListener, term func(*TerminalRe
 	}
 }
 
-// Install copies tsh, ctxterm and agent.update from src into CTX_ROOT/bin
-// (and the agent.update tool object) when they differ.
-func Install(src, binDir string) error {
-	var errs []error
-	for _, name := range []string{"tsh", "ctxterm"} {
-		errs = append(errs, copyIfChanged(filepath.Join(src, name), filepath.Join(binDir, name)))
-	}
-	return errors.Join(errs...)
-}
+// Install copies tsh and ctxterm from src into CTX_ROOT/bin when they differ.
+func Install(src, binDir string) error { return binstall.Install(src, binDir) }
 
 // installTool installs the agent.update tool object (U1) under tool/.
 func installTool(src string, l layout.Layout) error {
@@ -349,21 +360,4 @@ func installTool(src string, l layout.Layout) error {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func copyIfChanged(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	defer in.Close()
-	b, err := io.ReadAll(in)
-	if err != nil {
-		return err
-	}
-	if old, err := os.ReadFile(dst); err == nil && string(old) == string(b) {
-		return nil
-	}
-	return atomicfile.WriteFile(dst, b, 0o755)
-}
+func copyIfChanged(src, dst string) error { return binstall.CopyIfChanged(src, dst) }

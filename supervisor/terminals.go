@@ -16,42 +16,22 @@ import (
 	"github.com/cortexfs/ctx/ipc"
 )
 
-// System-socket ops for terminals (besides ping). A4 applies: the owner or uid 0.
+// The terminal ops' wire types live in ipc (the ctx client links them
+// without the actor runtime, issue 15 item 4).
 const (
-	OpTerminalStart  = "terminal.start"
-	OpTerminalStop   = "terminal.stop"
-	OpTerminalStatus = "terminal.status"
+	OpTerminalStart  = ipc.OpTerminalStart
+	OpTerminalStop   = ipc.OpTerminalStop
+	OpTerminalStatus = ipc.OpTerminalStatus
+	CodeNotRunning   = ipc.CodeNotRunning
+	CodeTerminalBusy = ipc.CodeTerminalBusy
+	CodeStartFailed  = ipc.CodeStartFailed
 )
 
-// TerminalRequest is a terminal op on the system socket:
-//
-//	{"op":"terminal.start","agent":"a","session":"default","workspace":"/abs/dir"}
-//	{"op":"terminal.stop","agent":"a","session":"default"}
-//	{"op":"terminal.status","agent":"a","session":"default"}
-type TerminalRequest struct {
-	Op        string `json:"op"`
-	Agent     string `json:"agent"`
-	Session   string `json:"session,omitempty"`
-	Workspace string `json:"workspace,omitempty"`
-}
+// TerminalRequest is ipc.TerminalRequest.
+type TerminalRequest = ipc.TerminalRequest
 
-// TerminalReply answers a terminal op: {"type":"terminal",...} or an error
-// frame ({"type":"error","code":...,"message":...}).
-type TerminalReply struct {
-	Type     string            `json:"type"` // "terminal" or "error"
-	Code     string            `json:"code,omitempty"`
-	Message  string            `json:"message,omitempty"`
-	Status   *terminal.Status  `json:"status,omitempty"`
-	Already  bool              `json:"already,omitempty"`
-	Cleanup  *terminal.Receipt `json:"cleanup,omitempty"`
-	Launcher string            `json:"launcher,omitempty"`
-}
-
-// Wire codes of terminal ops (added to interfaces.md's list in the README).
-const (
-	CodeNotRunning  = "not_running"
-	CodeStartFailed = "terminal_failed"
-)
+// TerminalReply is ipc.TerminalReply.
+type TerminalReply = ipc.TerminalReply
 
 // terminalOp is a parsed terminal request routed by the root actor to the
 // terminal actor of (agent, session); the reply goes to the sender.

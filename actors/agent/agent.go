@@ -81,7 +81,13 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onChildGone(m)
 	case *actor.Stopping:
 		a.onStopping()
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Restarting:
+		// A crash: this incarnation's listener, connections and goroutines
+		// go with it, so the next one can bind the socket again. Its
+		// sessions were stopped first (they conclude an active run as
+		// interrupted, not as a shutdown's cancel). issue 15 item 5
+		a.onStopping()
+	case *actor.Stopped:
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
@@ -141,7 +147,7 @@ func openSessions(cfg *config.Config, name string) [][2]string {
 		dir := cfg.Layout.SessionsDir(name, scope)
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			b, err := os.ReadFile(filepath.Join(dir, e.Name(), store.EventsFile))
+			b, err := readTail(filepath.Join(dir, e.Name(), store.EventsFile), tailBytes)
 			if err != nil {
 				continue
 			}
@@ -151,6 +157,31 @@ func openSessions(cfg *config.Config, name string) [][2]string {
 		}
 	}
 	return out
+}
+
+// tailBytes is how much of a log's end openSessions reads: a done frame
+// is far shorter, so a last line longer than this is not one (issue 15:
+// a start with thousands of sessions reads kilobytes each, not their logs).
+const tailBytes = 64 << 10
+
+// readTail reads at most limit bytes from the end of the file at path.
+func readTail(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(st.Size()-limit, 0)
+	b := make([]byte, st.Size()-off)
+	n, err := f.ReadAt(b, off)
+	if err != nil && n < len(b) {
+		return nil, err
+	}
+	return b[:n], nil
 }
 
 // runOpen: runs of a session are sequential and each ends with its done
@@ -207,6 +238,14 @@ func (a *Actor) accept(root *actor.RootContext, self *actor.PID) {
 func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 	defer root.Send(self, &connClosed{conn: conn})
 	defer func() { a.liveMu.Lock(); delete(a.live, conn); a.liveMu.Unlock() }()
+	// issue 15 item 4: the daemon answers ping before its installs are
+	// done; a request that may start a sandbox waits for them.
+	select {
+	case <-a.cfg.Warmed():
+	case <-a.ctx.Done():
+		conn.Close()
+		return
+	}
 	lr := ipc.NewLineReader(conn.Raw())
 	for {
 		line, err := lr.Next()
@@ -277,6 +316,7 @@ func checkWorkspace(l layout.Layout, agent string, log *slog.Logger, r *ipc.Requ
 }
 
 func (a *Actor) onIncoming(c actor.Context, m *incoming) {
+	a.cfg.Hit("agent.incoming")
 	a.conns[m.conn] = true
 	if m.req.Op == ipc.OpCancel && m.req.Session == "" {
 		// A bare run id: every live session checks whether it is theirs, and

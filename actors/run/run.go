@@ -43,6 +43,10 @@ type Actor struct {
 	usageBy map[string]*provider.Usage
 	ctx     context.Context
 	stop    context.CancelFunc
+	// crashed ends when this incarnation panicked (Restarting): a process
+	// it was still starting is then killed at once, not given the grace.
+	crashed context.Context
+	crash   context.CancelFunc
 
 	def   *agentdef.Def
 	prep  *runprep.Prepared
@@ -110,6 +114,9 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onAudited(c, m)
 	case *actor.Restarting:
 		// A crash: nothing of this incarnation survives; kill at once.
+		if a.crash != nil {
+			a.crash()
+		}
 		a.killAll()
 		a.closeGroup(0)
 	case *actor.Stopping:
@@ -126,6 +133,7 @@ func (a *Actor) Receive(c actor.Context) {
 func (a *Actor) onStarted(c actor.Context) {
 	a.log = a.cfg.Log.With("actor", "run", "session", a.spec.Session, "run", a.spec.RunID)
 	a.ctx, a.stop = context.WithCancel(context.Background())
+	a.crashed, a.crash = context.WithCancel(context.Background())
 	a.seenCalls = map[string]bool{}
 	a.warned = map[string]bool{}
 	if a.spec.Attempts.Add(1) > 1 {
@@ -251,6 +259,7 @@ func (a *Actor) startStep(c actor.Context) {
 	a.call = nil
 	a.invalid = false
 	self, root, gen, cfg, log := c.Self(), c.ActorSystem().Root, a.gen, a.cfg, a.log
+	actx, crashed := a.ctx, a.crashed
 	cfg.Procs.Add(1)
 	go func() {
 		defer cfg.Procs.Done()
@@ -298,6 +307,22 @@ func (a *Actor) startStep(c actor.Context) {
 			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}
+		// issue 15 item 5: if this incarnation crashes or stops before it
+		// learns of the process (stepStarted still in its mailbox, or
+		// delivered to a restarted incarnation), the process still ends.
+		cfg.Procs.Add(1)
+		go func() {
+			defer cfg.Procs.Done()
+			select {
+			case <-p.Done():
+			case <-actx.Done():
+				if crashed.Err() != nil {
+					p.Kill()
+				} else {
+					p.Terminate(context.Background(), cfg.CancelGrace)
+				}
+			}
+		}()
 		root.Send(self, &stepStarted{gen: gen, p: p, warnings: warnings})
 		cfg.Procs.Add(1)
 		readAgent(root, self, gen, p, cfg, held.Ended)
@@ -308,6 +333,11 @@ func (a *Actor) startStep(c actor.Context) {
 // start. A process that started after a cancel is ended at once.
 func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 	if m.gen != a.gen {
+		// A start this incarnation did not ask for (its crashed
+		// predecessor's): never let it run. issue 15 item 5
+		if m.p != nil {
+			m.p.Kill()
+		}
 		return
 	}
 	a.starting = false

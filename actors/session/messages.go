@@ -45,9 +45,10 @@ type ConnClosed struct{ Conn *ipc.Conn }
 // internal continuations
 
 type opened struct {
-	log  *store.Log
-	recs []store.Record
-	err  error
+	log   *store.Log
+	recs  []store.Record
+	err   error
+	token *int // the open() that asked; another incarnation's is discarded
 }
 
 type committed struct{ rec store.Record }

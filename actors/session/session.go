@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,11 @@ type Key struct{ Agent, Scope, Name string }
 // clients following each run. Only the actor (any incarnation) touches it.
 type Keep struct {
 	subs map[string][]sub
+	// owner is held from a log's open to its writer's end: an incarnation
+	// restarted after a crash opens the log only once its predecessor's
+	// open or writer is done, so two never append (issue 15 item 5: the
+	// chaos test found duplicate seqs and two done frames).
+	owner sync.Mutex
 }
 
 // NewKeep makes an empty Keep.
@@ -77,6 +83,7 @@ type Actor struct {
 	key      Key
 	dir      string
 	keep     *Keep
+	opening  *int // the token of this incarnation's last open()
 	log      *slog.Logger
 
 	in      chan ipc.Frame // to the writer goroutine
@@ -113,6 +120,7 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onAppendFailed(c, m)
 	case *Request:
 		a.seen++
+		a.cfg.Hit("session.request")
 		if a.vacant {
 			// Removed: the next request opens a fresh log.
 			a.vacant = false
@@ -182,7 +190,10 @@ func (a *Actor) open(c actor.Context) {
 	a.recs, a.msgs = nil, nil
 	a.reqs = map[string]*reqInfo{}
 	self, root, dir, name, log := c.Self(), c.ActorSystem().Root, a.dir, a.key.Name, a.log
+	token, keep := new(int), a.keep
+	a.opening = token
 	go func() {
+		keep.owner.Lock()
 		l, recs, err := store.Open(dir)
 		if err == nil {
 			// terminal/ exists from the start as the host's own directory, so
@@ -197,11 +208,22 @@ func (a *Actor) open(c actor.Context) {
 				l.Close()
 			}
 		}
-		root.Send(self, &opened{log: l, recs: recs, err: err})
+		if err != nil {
+			keep.owner.Unlock()
+		}
+		root.Send(self, &opened{log: l, recs: recs, err: err, token: token})
 	}()
 }
 
 func (a *Actor) onOpened(c actor.Context, m *opened) {
+	if m.token != a.opening {
+		// A crashed incarnation's open: its log is not ours to write.
+		if m.err == nil {
+			m.log.Close()
+			a.keep.owner.Unlock()
+		}
+		return
+	}
 	a.ready = true
 	if m.err != nil {
 		a.broken, a.exhausted = m.err, ipc.Exhausted(m.err)
@@ -211,7 +233,11 @@ func (a *Actor) onOpened(c actor.Context, m *opened) {
 		a.recs = m.recs
 		a.in = make(chan ipc.Frame, 256)
 		a.flushed = make(chan struct{})
-		go writer(m.log, a.in, a.flushed, c.ActorSystem().Root, c.Self())
+		keep := a.keep
+		go func(l *store.Log, in <-chan ipc.Frame, flushed chan<- struct{}, root *actor.RootContext, self *actor.PID) {
+			defer keep.owner.Unlock()
+			writer(l, in, flushed, root, self)
+		}(m.log, a.in, a.flushed, c.ActorSystem().Root, c.Self())
 		a.recover()
 		// Clients that followed a run of a crashed incarnation get its
 		// host-written conclusion (the log now ends it).
@@ -775,10 +801,18 @@ func (a *Actor) onConnClosed(c actor.Context, m *ConnClosed) {
 func (a *Actor) onStopping() {
 	if ac := a.active; ac != nil && !ac.doneSent && a.in != nil {
 		ac.doneSent = true
-		// The drain's grace ran out before the run concluded: the host
-		// concludes it cancelled, as the shutdown asked (issue 16 item 11).
-		a.append(ipc.Frame{Type: ipc.TypeCancelled, Run: ac.id})
-		a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: ipc.StatusCancelled})
+		if a.draining {
+			// The drain's grace ran out before the run concluded: the host
+			// concludes it cancelled, as the shutdown asked (issue 16 item 11).
+			a.append(ipc.Frame{Type: ipc.TypeCancelled, Run: ac.id})
+			a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: ipc.StatusCancelled})
+		} else {
+			// Not a shutdown: the agent actor above crashed (or the
+			// definition went). Concluded like any run the runtime lost.
+			// issue 15 item 5
+			a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInterrupted, Message: "the run stopped inside the runtime before it concluded; it was not retried"})
+			a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
+		}
 	}
 	a.setActive(nil)
 	a.closeWriter(nil)

@@ -350,7 +350,7 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	if err := touch(filepath.Join(dir, termres.EventsFile)); err != nil {
 		return Receipt{}, nil, err
 	}
-	gen := readHistory(dir).lastGeneration + 1
+	gen := readHistory(dir).LastGeneration + 1
 	if c, err := ReadReceipt(CleanupReceiptPath(l, agent, session)); err == nil && c.Generation >= gen {
 		gen = c.Generation + 1
 	}
@@ -411,7 +411,7 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 func recordEnd(l layout.Layout, rec Receipt, reason string, ex Exit) Receipt {
 	now := time.Now()
 	dir := l.TerminalDir(rec.Agent, rec.Session)
-	if !readHistory(dir).exitedSince {
+	if !readHistory(dir).ExitedSince {
 		ev := termres.Event{Type: termres.Exited, ID: rec.Terminal, PID: rec.PID, Reason: "recorded by the supervisor: " + ex.Reason}
 		if ex.Known {
 			ev.Status = termres.Int(ex.Status)

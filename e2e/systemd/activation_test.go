@@ -80,7 +80,7 @@ func inode(p string) uint64 {
 // spec: A4, and interfaces.md "Daemon" (LISTEN_FDS; readiness = ping answered)
 func TestSocketActivation(t *testing.T) {
 	inner(t)
-	for _, b := range []string{"ctx", "ctxterm", "tsh", "agent.update", "demo-agent", "clock"} {
+	for _, b := range []string{"ctx", "ctxd", "ctxterm", "tsh", "agent.update", "demo-agent", "clock"} {
 		if _, err := os.Stat(filepath.Join(bins, b)); err != nil {
 			t.Fatalf("run.sh did not provide %s: %v", b, err)
 		}

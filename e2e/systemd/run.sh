@@ -54,7 +54,7 @@ WORK=$(mktemp -d /tmp/ctx-systemd.XXXXXX)
 chmod 755 "$WORK"
 CGO_ENABLED=0 go test -c -o "$WORK/systemd.test" ./e2e/systemd/
 # The ctx binaries and the clock tool, for TestSocketActivation.
-CGO_ENABLED=0 go build -o "$WORK/" ./cmd/ctx ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./examples/demo-agent
+CGO_ENABLED=0 go build -o "$WORK/" ./cmd/ctx ./cmd/ctxd ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./examples/demo-agent
 cp -r examples/tools/clock examples/tools/clock.d "$WORK/"
 chmod -R a+rX "$WORK"
 

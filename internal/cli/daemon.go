@@ -2,56 +2,35 @@ package cli
 
 import (
 	"fmt"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-
 	"strings"
+	"syscall"
 
-	"github.com/coreos/go-systemd/v22/activation"
-
-	"github.com/cortexfs/ctx/internal/config"
-	"github.com/cortexfs/ctx/internal/fdhygiene"
+	"github.com/cortexfs/ctx/internal/binstall"
+	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/internal/toolset"
-	"github.com/cortexfs/ctx/supervisor"
 )
 
-// DaemonCmd is `ctx daemon`.
+// DaemonCmd is `ctx daemon`: it execs ctxd, the daemon binary beside ctx
+// (issue 15 item 4). The process keeps its pid, environment and descriptors,
+// so systemd's socket activation (LISTEN_PID, LISTEN_FDS), NOTIFY_SOCKET and
+// signals reach the daemon as before.
 type DaemonCmd struct{}
 
 func (c *DaemonCmd) Run(env *Env) error {
-	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	// issue 11 item 1: nothing the daemon inherited (a client's terminal or
-	// files, handed on by auto-start or a shell) reaches a sandbox; only
-	// systemd's socket-activation descriptors are kept (NOTIFY_SOCKET is a
-	// path, not a descriptor).
-	closed, err := fdhygiene.CloseInherited(fdhygiene.KeepListenFDs())
+	return execDaemon("daemon")
+}
+
+// execDaemon replaces this process with `ctxd ARGS...`; it returns only
+// when that fails.
+func execDaemon(args ...string) error {
+	bin, err := client.DaemonBinary()
 	if err != nil {
-		return fmt.Errorf("daemon: %w", err)
+		return Exit(ExitUnavailable, err)
 	}
-	if len(closed) > 0 {
-		log.Info("closed inherited descriptors", "fds", closed)
-	}
-	cfg, err := config.FromEnv(env.Layout, log)
-	if err != nil {
-		return Exit(ExitUsage, err)
-	}
-	cfg.Fault = faultHook()
-	d := &supervisor.Daemon{Cfg: cfg, BinDir: selfDir()}
-	// Socket activation (LISTEN_FDS): the first unix listener is the system socket.
-	if ls, err := activation.Listeners(); err == nil {
-		for _, l := range ls {
-			if ul, ok := l.(*net.UnixListener); ok {
-				d.Listener = ul
-				break
-			}
-		}
-	}
-	if err := d.Run(env.Ctx); err != nil {
-		return fmt.Errorf("daemon: %w", err)
-	}
-	return nil
+	err = syscall.Exec(bin, append([]string{bin}, args...), os.Environ())
+	return Exit(ExitUnavailable, fmt.Errorf("exec %s: %w", bin, err))
 }
 
 func selfDir() string {
@@ -69,7 +48,7 @@ func (c *InitCmd) Run(env *Env) error {
 	if err := env.Layout.EnsureRoot(); err != nil {
 		return err
 	}
-	if err := supervisor.Install(selfDir(), env.Layout.BinDir()); err != nil {
+	if err := binstall.Install(selfDir(), env.Layout.BinDir()); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "CTX_ROOT %s ready\n", env.Layout.Root)

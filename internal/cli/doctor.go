@@ -1,15 +1,5 @@
 package cli
 
-import (
-	"context"
-	"fmt"
-	"time"
-
-	"github.com/cortexfs/ctx/internal/config"
-	"github.com/cortexfs/ctx/internal/doctor"
-	"github.com/cortexfs/ctx/supervisor"
-)
-
 // DoctorCmd is `ctx doctor [--json]`: every check with its verdict and,
 // when it fails, the fix. It starts no daemon and changes nothing.
 type DoctorCmd struct {
@@ -35,43 +25,11 @@ Examples:
   ctx doctor --json | jq '.checks[] | select(.status != "ok")'`
 }
 
+// Run execs `ctxd doctor`: the checks probe the systemd user manager over
+// D-Bus and the cgroup backends, which only the daemon binary links.
 func (c *DoctorCmd) Run(env *Env) error {
-	e := doctor.System(env.Layout, config.Version)
-	e.SystemdPing = systemdPing
-	r := doctor.Run(env.Ctx, e)
-	var err error
 	if c.JSON {
-		err = r.WriteJSON(env.Stdout)
-	} else {
-		err = r.WriteText(env.Stdout)
+		return execDaemon("doctor", "--json")
 	}
-	if err != nil {
-		return err
-	}
-	if n := r.Count(doctor.Fail); n > 0 {
-		// Not Exit(code, nil): kong joins Run's error with its hooks', so
-		// main's silent-exit test misses it and would print "exit 1".
-		return Exit(ExitRunError, fmt.Errorf("doctor: %d check(s) failed", n))
-	}
-	return nil
-}
-
-// systemdPing asks the user manager the way the daemon's launcher picks
-// it (supervisor.NewSystemdLauncher): go-systemd over D-Bus
-// (NewUserConnectionContext) first, then systemctl --user.
-func systemdPing(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	m, err := supervisor.NewDBusManager(ctx)
-	if err == nil {
-		defer m.Close()
-		if err = m.Ping(ctx); err == nil {
-			return nil
-		}
-	}
-	sc, serr := supervisor.NewSystemctl()
-	if serr != nil {
-		return err
-	}
-	return sc.Ping(ctx)
+	return execDaemon("doctor")
 }

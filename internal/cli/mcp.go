@@ -11,11 +11,11 @@ import (
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/atomicfile"
 	"github.com/cortexfs/ctx/internal/bwrap"
-	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcpconf"
 	"github.com/cortexfs/ctx/internal/mcphost"
 	"github.com/cortexfs/ctx/internal/sandbox"
+	"github.com/cortexfs/ctx/internal/version"
 )
 
 // McpCmd groups the MCP server commands (issue 13). Declarations live in
@@ -246,7 +246,7 @@ func (c *McpToolsCmd) Run(env *Env) error {
 			return fmt.Errorf("mcp tools: %w", err)
 		}
 	}
-	m := mcphost.New(mcphost.Options{Layout: l, Bwrap: bw, Version: config.Version})
+	m := mcphost.New(mcphost.Options{Layout: l, Bwrap: bw, Version: version.Version})
 	tools, err := m.Probe(env.Ctx, mcphost.Target{View: view, Name: c.Name, Decl: decl})
 	if err != nil {
 		return err

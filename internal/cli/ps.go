@@ -7,10 +7,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cortexfs/ctx/actors/terminal"
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/internal/sessions"
+	terminal "github.com/cortexfs/ctx/internal/termres"
 )
 
 // PsCmd is `ctx ps`: what is running now, across agents (issue 18 item 2).

@@ -11,12 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cortexfs/ctx/actors/terminal"
 	"github.com/cortexfs/ctx/ctxterm"
 	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/internal/layout"
+	terminal "github.com/cortexfs/ctx/internal/termres"
 	"github.com/cortexfs/ctx/ipc"
-	"github.com/cortexfs/ctx/supervisor"
 )
 
 // StartCmd is `ctx agent start`: start the agent's persistent terminal
@@ -52,12 +51,12 @@ func (c *StopCmd) Run(env *Env) error {
 	if err := checkNames(env, c.Name, c.Session); err != nil {
 		return err
 	}
-	reply, err := terminalOp(env, supervisor.TerminalRequest{Op: supervisor.OpTerminalStop, Agent: c.Name, Session: c.Session})
+	reply, err := terminalOp(env, ipc.TerminalRequest{Op: ipc.OpTerminalStop, Agent: c.Name, Session: c.Session})
 	if err != nil {
 		return err
 	}
 	if reply.Type == ipc.TypeError {
-		if reply.Code == supervisor.CodeNotRunning {
+		if reply.Code == ipc.CodeNotRunning {
 			// Stopping what is not running is done, as with systemctl stop.
 			fmt.Fprintf(env.Stderr, "ctx: no live terminal for %s/%s\n", c.Name, c.Session)
 			return nil
@@ -197,7 +196,7 @@ func startTerminal(env *Env, agent, session, cwd string) (terminal.Status, bool,
 	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
 		return terminal.Status{}, false, Exit(ExitUsage, fmt.Errorf("--cwd %s: not a directory", cwd))
 	}
-	reply, err := terminalOp(env, supervisor.TerminalRequest{Op: supervisor.OpTerminalStart, Agent: agent, Session: session, Workspace: cwd})
+	reply, err := terminalOp(env, ipc.TerminalRequest{Op: ipc.OpTerminalStart, Agent: agent, Session: session, Workspace: cwd})
 	if err != nil {
 		return terminal.Status{}, false, err
 	}
@@ -207,7 +206,7 @@ func startTerminal(env *Env, agent, session, cwd string) (terminal.Status, bool,
 	return *reply.Status, reply.Already, nil
 }
 
-func replyError(r *supervisor.TerminalReply) error {
+func replyError(r *ipc.TerminalReply) error {
 	err := fmt.Errorf("%s (%s)", r.Message, r.Code)
 	switch r.Code {
 	case ipc.CodeUnknownAgent, ipc.CodeBadRequest, ipc.CodeBadName, ipc.CodeAgentInvalid:
@@ -217,7 +216,7 @@ func replyError(r *supervisor.TerminalReply) error {
 }
 
 // terminalOp sends one terminal op to the daemon's system socket.
-func terminalOp(env *Env, req supervisor.TerminalRequest) (*supervisor.TerminalReply, error) {
+func terminalOp(env *Env, req ipc.TerminalRequest) (*ipc.TerminalReply, error) {
 	if err := client.EnsureDaemon(env.Ctx, env.Layout); err != nil {
 		return nil, Exit(ExitUnavailable, err)
 	}
@@ -239,7 +238,7 @@ func terminalOp(env *Env, req supervisor.TerminalRequest) (*supervisor.TerminalR
 	if err != nil {
 		return nil, Exit(ExitUnavailable, fmt.Errorf("%s: no answer from the daemon: %w", req.Op, err))
 	}
-	var reply supervisor.TerminalReply
+	var reply ipc.TerminalReply
 	if err := json.Unmarshal(line, &reply); err != nil {
 		return nil, fmt.Errorf("%s: bad answer %.200q: %w", req.Op, line, err)
 	}

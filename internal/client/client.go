@@ -63,7 +63,7 @@ func EnsureDaemon(ctx context.Context, l layout.Layout) error {
 	if err := l.EnsureRuntime(); err != nil {
 		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
 	}
-	self, err := os.Executable()
+	bin, err := DaemonBinary()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
 	}
@@ -72,7 +72,7 @@ func EnsureDaemon(ctx context.Context, l layout.Layout) error {
 		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(self, "daemon")
+	cmd := exec.Command(bin, "daemon")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -88,6 +88,20 @@ func EnsureDaemon(ctx context.Context, l layout.Layout) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("%w: started `ctx daemon` but it did not answer; see %s", ErrNoDaemon, l.DaemonLog())
+}
+
+// DaemonBinary is ctxd beside this executable: `ctx daemon`, `ctx doctor`
+// and auto-start exec it (issue 15 item 4).
+func DaemonBinary() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(filepath.Dir(self), "ctxd")
+	if st, err := os.Stat(bin); err != nil || st.IsDir() {
+		return "", fmt.Errorf("the daemon binary ctxd is not beside %s (install ctxd with ctx: make install)", self)
+	}
+	return bin, nil
 }
 
 // Conn is a client connection to an agent socket.

@@ -13,11 +13,12 @@ import (
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcphost"
+	"github.com/cortexfs/ctx/internal/version"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // Version of ctx, reported by ping.
-const Version = "0.1.0"
+const Version = version.Version
 
 // Config is built once by the daemon.
 type Config struct {
@@ -51,6 +52,10 @@ type Config struct {
 	MCPTimeout time.Duration
 	// Fault is a test-only fault hook (built with -tags ctxfault); nil otherwise.
 	Fault func(point string)
+
+	// warm is closed when the daemon's start-up work that may wait (binary
+	// and toolset installs) is done; nil means nothing to wait for.
+	warm chan struct{}
 }
 
 // FromEnv reads the daemon's tunables (interfaces.md "Daemon").
@@ -89,4 +94,24 @@ func (c *Config) Hit(point string) {
 	if c.Fault != nil {
 		c.Fault(point)
 	}
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// StartWarmup marks the daemon's deferred start-up work as begun; the
+// returned function marks it done. Requests that may start a sandbox wait
+// for it (Warmed); ping does not. issue 15 item 4
+func (c *Config) StartWarmup() (done func()) {
+	c.warm = make(chan struct{})
+	var once sync.Once
+	return func() { once.Do(func() { close(c.warm) }) }
+}
+
+// Warmed is closed once the deferred start-up work is done (at once when
+// there was none).
+func (c *Config) Warmed() <-chan struct{} {
+	if c.warm == nil {
+		return closed
+	}
+	return c.warm
 }

@@ -1,4 +1,4 @@
-package terminal
+package termres
 
 import (
 	"bytes"
@@ -30,8 +30,8 @@ func TestReadHistoryBounded(t *testing.T) {
 	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := readHistory(dir)
-	if h.lastGeneration != 7 || !h.exitedSince || h.clients != 1 || h.lastStatus == nil || *h.lastStatus != 3 {
+	h := ReadHistory(dir)
+	if h.LastGeneration != 7 || !h.ExitedSince || h.Clients != 1 || h.LastStatus == nil || *h.LastStatus != 3 {
 		t.Errorf("history from the tail: %+v", h)
 	}
 	b, err := readTail(p, HistoryTail)
@@ -40,7 +40,7 @@ func TestReadHistoryBounded(t *testing.T) {
 	}
 	// A short file is read whole; a symlink is not followed.
 	os.WriteFile(p, line(map[string]any{"type": EventAgentStart, "generation": 2}), 0o600)
-	if h := readHistory(dir); h.lastGeneration != 2 {
+	if h := ReadHistory(dir); h.LastGeneration != 2 {
 		t.Errorf("short file: %+v", h)
 	}
 	os.Remove(p)

@@ -1,6 +1,6 @@
 //go:build !ctxfault
 
-package cli
+package ctxd
 
 // faultHook is nil in normal builds: no fault can be injected.
 func faultHook() func(string) { return nil }

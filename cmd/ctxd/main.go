@@ -1,0 +1,42 @@
+// Command ctxd is the CortexFS agent runtime's daemon. Users start it as
+// `ctx daemon` (which execs it, keeping the pid, the descriptors of socket
+// activation and the environment) or let a client auto-start it.
+//
+//	ctxd [daemon]          run the daemon in the foreground
+//	ctxd doctor [--json]   the checks of `ctx doctor`
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/cortexfs/ctx/internal/ctxd"
+	"github.com/cortexfs/ctx/internal/layout"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	l := layout.FromEnv()
+	var err error
+	switch {
+	case len(args) == 0 || len(args) == 1 && args[0] == "daemon":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		err = ctxd.Daemon(ctx, l, os.Stderr)
+	case args[0] == "doctor" && (len(args) == 1 || len(args) == 2 && args[1] == "--json"):
+		err = ctxd.Doctor(context.Background(), l, os.Stdout, len(args) == 2)
+	default:
+		fmt.Fprintln(os.Stderr, "usage: ctxd [daemon] | ctxd doctor [--json]   (users run `ctx daemon`, `ctx doctor`)")
+		return ctxd.ExitUsage
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ctx:", err)
+	}
+	return ctxd.CodeOf(err)
+}
