@@ -4,6 +4,7 @@
 //
 //	ctxd [daemon]          run the daemon in the foreground
 //	ctxd doctor [--json]   the checks of `ctx doctor`
+//	ctxd mcp-tools NAME [--agent A]   `ctx mcp tools` (it starts a sandbox)
 package main
 
 import (
@@ -31,8 +32,16 @@ func run(args []string) int {
 		err = ctxd.Daemon(ctx, l, os.Stderr)
 	case args[0] == "doctor" && (len(args) == 1 || len(args) == 2 && args[1] == "--json"):
 		err = ctxd.Doctor(context.Background(), l, os.Stdout, len(args) == 2)
+	case args[0] == "mcp-tools" && (len(args) == 2 || len(args) == 4 && args[2] == "--agent"):
+		agent := ""
+		if len(args) == 4 {
+			agent = args[3]
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		err = ctxd.MCPTools(ctx, l, args[1], agent, os.Stdout)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: ctxd [daemon] | ctxd doctor [--json]   (users run `ctx daemon`, `ctx doctor`)")
+		fmt.Fprintln(os.Stderr, "usage: ctxd [daemon] | ctxd doctor [--json] | ctxd mcp-tools NAME [--agent A]   (users run `ctx daemon`, `ctx doctor`, `ctx mcp tools`)")
 		return ctxd.ExitUsage
 	}
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/acpbridge"
 	"github.com/cortexfs/ctx/internal/agentdef"
-	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/version"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
@@ -51,7 +51,7 @@ func (c *AcpCmd) Run(env *Env) error {
 			_, err := os.Stat(env.Layout.SessionDir(c.Name, "private", session))
 			return err == nil
 		},
-		Version: config.Version,
+		Version: version.Version,
 		Log:     log,
 	})
 	if err := acpbridge.Serve(env.Ctx, a, env.Stdin, env.Stdout, c.Grace); err != nil {

@@ -10,12 +10,9 @@ import (
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/atomicfile"
-	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcpconf"
-	"github.com/cortexfs/ctx/internal/mcphost"
-	"github.com/cortexfs/ctx/internal/sandbox"
-	"github.com/cortexfs/ctx/internal/version"
+	"github.com/cortexfs/ctx/internal/mcpinstall"
 )
 
 // McpCmd groups the MCP server commands (issue 13). Declarations live in
@@ -75,7 +72,7 @@ func (c *McpAddCmd) Run(env *Env) error {
 		return Exit(ExitUsage, errors.New("missing the server command: ctx mcp add NAME -- COMMAND ARGS…"))
 	default:
 		var err error
-		if s, err = mcphost.DefaultResolver().Resolve(cmd[0], cmd[1:]); err != nil {
+		if s, err = mcpinstall.DefaultResolver().Resolve(cmd[0], cmd[1:]); err != nil {
 			return Exit(ExitUsage, err)
 		}
 		s.Net = c.Net
@@ -111,7 +108,7 @@ func (c *McpAddCmd) Run(env *Env) error {
 		if err != nil {
 			return Exit(ExitUsage, err)
 		}
-		ef := mcphost.EnvFile(env.Layout, c.Name)
+		ef := mcpinstall.EnvFile(env.Layout, c.Name)
 		if err := os.MkdirAll(filepath.Dir(ef), 0o700); err != nil {
 			return fmt.Errorf("mcp add: %w", err)
 		}
@@ -200,7 +197,7 @@ func (c *McpRemoveCmd) Run(env *Env) error {
 	if err := mcpconf.Save(path, f); err != nil {
 		return fmt.Errorf("mcp remove: %w", err)
 	}
-	if err := os.Remove(mcphost.EnvFile(env.Layout, c.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(mcpinstall.EnvFile(env.Layout, c.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("mcp remove: env file: %w", err)
 	}
 	fmt.Fprintf(env.Stdout, "removed MCP server %s from %s\n", c.Name, path)
@@ -216,49 +213,10 @@ type McpToolsCmd struct {
 }
 
 func (c *McpToolsCmd) Run(env *Env) error {
-	l := env.Layout
-	user, err := mcpconf.Load(filepath.Join(l.UserHome(), mcpconf.FileName))
-	if err != nil {
-		return Exit(ExitUsage, err)
-	}
-	var agentFile *mcpconf.File
-	var view sandbox.View
+	// It starts a sandbox: ctxd does it (the client links no runtime).
+	args := []string{"mcp-tools", c.Name}
 	if c.Agent != "" {
-		def, err := agentdef.Load(l, c.Agent)
-		if err != nil {
-			return Exit(ExitUsage, err)
-		}
-		if agentFile, err = mcpconf.Load(filepath.Join(def.Control, mcpconf.FileName)); err != nil {
-			return Exit(ExitUsage, err)
-		}
-		view = sandbox.View{Layout: l, Def: def, Session: "mcp-tools"}
+		args = append(args, "--agent", c.Agent)
 	}
-	decl := mcpconf.Merge(user, agentFile)[c.Name]
-	if decl == nil {
-		return Exit(ExitUsage, fmt.Errorf("no MCP server %s (ctx mcp list)", c.Name))
-	}
-	bw, err := bwrap.Find(os.Getenv("CTX_BWRAP"))
-	if err != nil {
-		return fmt.Errorf("mcp tools: %w", err)
-	}
-	if view.Def != nil {
-		if err := sandbox.EnsureEtc(l); err != nil {
-			return fmt.Errorf("mcp tools: %w", err)
-		}
-	}
-	m := mcphost.New(mcphost.Options{Layout: l, Bwrap: bw, Version: version.Version})
-	tools, err := m.Probe(env.Ctx, mcphost.Target{View: view, Name: c.Name, Decl: decl})
-	if err != nil {
-		return err
-	}
-	for _, t := range tools {
-		fmt.Fprintf(env.Stdout, "%s.%s\t%s\n", c.Name, t.Name, summaryLine(t.Description))
-		fmt.Fprintf(env.Stdout, "  args: %s\n", mcphost.CompactSchema(t.InputSchema))
-	}
-	return nil
-}
-
-func summaryLine(s string) string {
-	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return l
+	return execDaemon(args...)
 }

@@ -23,9 +23,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/mcpinstall"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -646,9 +646,6 @@ func toolNameOK(n string) bool {
 	return true
 }
 
-// systemDirs are visible in every sandbox already (bwrap.Spec.System).
-var systemDirs = []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/"}
-
 // spawn starts t's stdio server in bwrap: the agent's view (its home,
 // the workspace, .d/mount; no tool files, no tsh, no launch root — a
 // server has no capability on the control socket), network only with
@@ -745,20 +742,10 @@ func (m *Manager) Probe(ctx context.Context, t Target) ([]*mcp.Tool, error) {
 	return out, nil
 }
 
-func isSystem(p string) bool {
-	for _, d := range systemDirs {
-		if strings.HasPrefix(p, d) {
-			return true
-		}
-	}
-	return false
-}
+func isSystem(p string) bool { return mcpinstall.IsSystem(p) }
 
-// EnvFile is where the values of a server's --env live:
-// home/<uid>/secrets/mcp/<name>.env, owner-only.
-func EnvFile(l layout.Layout, name string) string {
-	return filepath.Join(l.UserHome(), "secrets", "mcp", name+".env")
-}
+// EnvFile is mcpinstall.EnvFile.
+func EnvFile(l layout.Layout, name string) string { return mcpinstall.EnvFile(l, name) }
 
 // ReadEnv reads a server's env file: a regular file (not followed if a
 // symlink) owned by the user, mode 0600 or 0400 — anything else refused.

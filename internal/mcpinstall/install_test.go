@@ -1,4 +1,4 @@
-package mcphost
+package mcpinstall
 
 import (
 	"errors"

@@ -1,0 +1,281 @@
+// Package mcpinstall resolves how an MCP server is installed on the host
+// (issue 13), for `ctx mcp add` without linking the runtime: a command to
+// an absolute path, an npm command to node plus its real script and the
+// read-only binds of its installation, and `npx PKG` refused unless PKG is
+// installed. It also names where a server's --env values live.
+package mcpinstall
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/mcpconf"
+)
+
+// ErrDownload refuses a command that would download code at run time.
+var ErrDownload = errors.New("refused: the command would download code when the server starts")
+
+// Resolver turns `ctx mcp add NAME -- COMMAND ARGS…` into a declaration:
+// COMMAND resolved to an absolute host path (through the caller's PATH, at
+// add time, symlinks resolved), the interpreter of a script, and the
+// read-only binds of the server's own installation. Fields are for tests.
+type Resolver struct {
+	LookPath func(string) (string, error)
+	// NpmRoot returns the global node_modules directory (`npm root -g`).
+	NpmRoot func() (string, error)
+}
+
+// DefaultResolver uses the process's PATH and npm.
+func DefaultResolver() Resolver {
+	return Resolver{LookPath: exec.LookPath, NpmRoot: func() (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "npm", "root", "-g").Output()
+		if err != nil {
+			return "", fmt.Errorf("npm root -g: %w", err)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}}
+}
+
+// Resolve builds the declaration of a stdio server.
+func (r Resolver) Resolve(command string, args []string) (*mcpconf.Server, error) {
+	if filepath.Base(command) == "npx" {
+		return r.npx(args)
+	}
+	path := command
+	if !strings.Contains(command, "/") {
+		p, err := r.LookPath(command)
+		if err != nil {
+			return nil, fmt.Errorf("%s: not found on PATH: %w", command, err)
+		}
+		path = p
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", command, err)
+	}
+	st, err := os.Stat(real)
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return nil, fmt.Errorf("%s (%s): not an executable regular file", command, real)
+	}
+	s := &mcpconf.Server{Command: real, Args: args}
+	if interp := shebang(real); interp != "" && isNode(interp) {
+		// A node script (an npm bin such as node_modules/.bin/mcp-server-x):
+		// run node on the script itself, with node's installation and the
+		// package's node_modules bound.
+		node, err := r.node(interp)
+		if err != nil {
+			return nil, err
+		}
+		s.Command = node
+		s.Args = append([]string{real}, args...)
+		s.Binds = append(s.Binds, nodeInstall(node)...)
+		if pkg := packageDir(real); pkg != "" {
+			s.Binds = append(s.Binds, pkg)
+		}
+	}
+	for _, a := range args {
+		// A file an argument names (a script, a config) is bound; a
+		// directory is not — a server sees directories through the view.
+		if filepath.IsAbs(a) && filepath.Clean(a) == a && !IsSystem(a) {
+			if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() && mcpconf.CheckBind(a) == nil {
+				s.Binds = append(s.Binds, a)
+			}
+		}
+	}
+	s.Binds = dedupe(s.Binds)
+	return s, nil
+}
+
+// npx accepts `npx [-y] PKG ARGS…` only when PKG is installed globally,
+// and runs its installed bin instead; otherwise it refuses, naming the
+// install command.
+func (r Resolver) npx(args []string) (*mcpconf.Server, error) {
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		i++
+	}
+	if i == len(args) {
+		return nil, fmt.Errorf("npx without a package: %w", ErrDownload)
+	}
+	pkg, rest := args[i], args[i+1:]
+	name := pkg
+	if at := strings.LastIndex(pkg, "@"); at > 0 {
+		name = pkg[:at] // @scope/pkg@1.2 → @scope/pkg
+	}
+	refuse := func(why string) (*mcpconf.Server, error) {
+		bin := "mcp-server-x"
+		if b := filepath.Base(name); b != "" {
+			bin = b
+		}
+		return nil, fmt.Errorf("npx %s: %s: %w. Install it first:\n  npm install -g %s\nthen add its installed command instead of npx, e.g.:\n  ctx mcp add NAME -- %s %s",
+			pkg, why, ErrDownload, pkg, bin, strings.Join(rest, " "))
+	}
+	if r.NpmRoot == nil {
+		return refuse("npm is not available to find it")
+	}
+	root, err := r.NpmRoot()
+	if err != nil {
+		return refuse(err.Error())
+	}
+	dir := filepath.Join(root, name)
+	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return refuse("it is not installed")
+	}
+	var pj struct {
+		Name string          `json:"name"`
+		Bin  json.RawMessage `json:"bin"`
+	}
+	if json.Unmarshal(data, &pj) != nil {
+		return refuse("its package.json cannot be read")
+	}
+	var bin string
+	var one string
+	var many map[string]string
+	switch {
+	case json.Unmarshal(pj.Bin, &one) == nil && one != "":
+		bin = one
+	case json.Unmarshal(pj.Bin, &many) == nil && len(many) == 1:
+		for _, v := range many {
+			bin = v
+		}
+	case len(many) > 1:
+		base := filepath.Base(name)
+		bin = many[base]
+	}
+	if bin == "" {
+		return refuse("it names no single command to run")
+	}
+	return r.Resolve(filepath.Join(dir, bin), rest)
+}
+
+// node resolves a script's node interpreter to its real path.
+func (r Resolver) node(interp string) (string, error) {
+	p := interp
+	if f := strings.Fields(interp); len(f) >= 2 && filepath.Base(f[0]) == "env" {
+		p = f[len(f)-1]
+	}
+	if !filepath.IsAbs(p) {
+		lp, err := r.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("the script needs %s, which is not on PATH: %w", p, err)
+		}
+		p = lp
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("node: %w", err)
+	}
+	return real, nil
+}
+
+func isNode(interp string) bool {
+	f := strings.Fields(interp)
+	if len(f) == 0 {
+		return false
+	}
+	last := filepath.Base(f[len(f)-1])
+	return last == "node" || last == "nodejs"
+}
+
+// shebang returns the interpreter line of a script, or "".
+func shebang(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := f.Read(buf)
+	buf = buf[:n]
+	if !bytes.HasPrefix(buf, []byte("#!")) {
+		return ""
+	}
+	line, _, _ := bytes.Cut(buf[2:], []byte("\n"))
+	return strings.TrimSpace(string(line))
+}
+
+// nodeInstall is node's installation when it is not a system package:
+// the prefix above its bin/ directory (lib/node_modules and all).
+func nodeInstall(node string) []string {
+	if IsSystem(node) {
+		return nil
+	}
+	prefix := filepath.Dir(filepath.Dir(node))
+	if mcpconf.CheckBind(prefix) != nil {
+		return []string{node}
+	}
+	return []string{prefix}
+}
+
+// packageDir is what a node script of an npm package needs bound: the
+// outermost node_modules directory above it (the package and every
+// dependency npm hoisted beside it), else the directory holding the
+// nearest package.json.
+func packageDir(script string) string {
+	outer := ""
+	for d := filepath.Dir(script); d != "/" && d != "."; d = filepath.Dir(d) {
+		if filepath.Base(d) == "node_modules" {
+			outer = d
+		}
+	}
+	if outer != "" && !IsSystem(outer+"/") && mcpconf.CheckBind(outer) == nil {
+		return outer
+	}
+	for d := filepath.Dir(script); d != "/" && d != "."; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "package.json")); err == nil {
+			if IsSystem(d+"/") || mcpconf.CheckBind(d) != nil {
+				return ""
+			}
+			return d
+		}
+	}
+	return ""
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// EnvFile is where the values of a server's --env live:
+// home/<uid>/secrets/mcp/<name>.env, owner-only.
+func EnvFile(l layout.Layout, name string) string {
+	return filepath.Join(l.UserHome(), "secrets", "mcp", name+".env")
+}
+
+// systemDirs are visible in every sandbox already (bwrap.Spec.System).
+var systemDirs = []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/"}
+
+// IsSystem reports whether p lies in a directory every sandbox shows
+// already: it needs no bind of its own.
+func IsSystem(p string) bool {
+	for _, d := range systemDirs {
+		if strings.HasPrefix(p, d) {
+			return true
+		}
+	}
+	return false
+}
