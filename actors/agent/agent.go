@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -76,7 +77,11 @@ func (a *Actor) Receive(c actor.Context) {
 			a.sessionPID(c, session.Key{Agent: a.name, Scope: k[0], Name: k[1]})
 		}
 	case *listenFailed:
-		a.log.Error("agent socket unavailable", "err", m.err)
+		a.onListenFailed(c, m)
+	case *relisten:
+		if a.ln == nil && a.ctx.Err() == nil {
+			a.listen(c)
+		}
 	case *actor.Terminated:
 		a.onChildGone(m)
 	case *actor.Stopping:
@@ -105,7 +110,6 @@ func (a *Actor) onStarted(c actor.Context) {
 		a.incarnation = map[session.Key]int{}
 	}
 	l := a.cfg.Layout
-	ln, err := ipc.Listen(l.RuntimeAgentSocket(a.name))
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -114,6 +118,25 @@ func (a *Actor) onStarted(c actor.Context) {
 			a.log.Warn("no /etc snapshot; sandboxes bind /etc file by file", "err", err)
 		}
 	}()
+	self, root := c.Self(), c.ActorSystem().Root
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		root.Send(self, &sessionsFound{keys: openSessions(a.cfg, a.name)})
+	}()
+	a.listen(c)
+}
+
+// listenRetry is how long a failed listen waits before it is tried again.
+const listenRetry = 500 * time.Millisecond
+
+// listen binds the agent socket and starts accepting. A failure is
+// logged and tried again after listenRetry while the actor lives: an agent
+// that lost its socket (a crash racing the old listener's close, a stale
+// file another process held) comes back instead of staying deaf.
+func (a *Actor) listen(c actor.Context) {
+	l := a.cfg.Layout
+	ln, err := ipc.Listen(l.RuntimeAgentSocket(a.name))
 	if err != nil {
 		c.Send(c.Self(), &listenFailed{err: err})
 		return
@@ -128,14 +151,10 @@ func (a *Actor) onStarted(c actor.Context) {
 		}
 	}
 	self, root := c.Self(), c.ActorSystem().Root
-	a.wg.Add(2)
+	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		a.accept(root, self)
-	}()
-	go func() {
-		defer a.wg.Done()
-		root.Send(self, &sessionsFound{keys: openSessions(a.cfg, a.name)})
 	}()
 	a.log.Info("serving", "socket", l.RuntimeAgentSocket(a.name))
 }
@@ -424,6 +443,22 @@ func (a *Actor) onChildGone(m *actor.Terminated) {
 			delete(a.sessions, k)
 		}
 	}
+}
+
+func (a *Actor) onListenFailed(c actor.Context, m *listenFailed) {
+	a.log.Error("agent socket unavailable; trying again", "err", m.err, "in", listenRetry)
+	self, root, ctx := c.Self(), c.ActorSystem().Root, a.ctx
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		t := time.NewTimer(listenRetry)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			root.Send(self, &relisten{})
+		case <-ctx.Done():
+		}
+	}()
 }
 
 func (a *Actor) onStopping() {

@@ -16,6 +16,9 @@ type connClosed struct{ conn *ipc.Conn }
 // listenFailed reports that the agent socket could not be served.
 type listenFailed struct{ err error }
 
+// relisten asks the actor to try binding its socket again after a failure.
+type relisten struct{}
+
 // sessionsFound lists sessions whose log shows a run without done; their
 // actors are started at once so the interrupted runs are concluded (L4).
 type sessionsFound struct{ keys [][2]string }

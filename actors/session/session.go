@@ -85,6 +85,9 @@ type Actor struct {
 	keep     *Keep
 	opening  *int // the token of this incarnation's last open()
 	log      *slog.Logger
+	// handling is the request this incarnation is processing: a crash
+	// (Restarting) answers its client instead of leaving it waiting.
+	handling *Request
 
 	in      chan ipc.Frame // to the writer goroutine
 	flushed chan struct{}  // closed when the writer is done
@@ -93,7 +96,7 @@ type Actor struct {
 	// exhausted: broken by a full machine (descriptors, disk, memory), not
 	// by the log: the next request opens the log again (issue 15 item 3).
 	exhausted bool
-	seen      int  // requests received: passivation asks the parent with it
+	seen      *int // requests received by every incarnation of this spawn: passivation asks the parent with it
 	replaying bool // onOpened is answering the stash
 	stash     []any
 
@@ -119,20 +122,9 @@ func (a *Actor) Receive(c actor.Context) {
 	case *appendFailed:
 		a.onAppendFailed(c, m)
 	case *Request:
-		a.seen++
-		a.cfg.Hit("session.request")
-		if a.vacant {
-			// Removed: the next request opens a fresh log.
-			a.vacant = false
-			a.stash = append(a.stash, m)
-			a.open(c)
-			return
-		}
-		if !a.ready {
-			a.stash = append(a.stash, m)
-			return
-		}
-		a.onRequest(c, m)
+		a.handling = m
+		a.onRequestMsg(c, m)
+		a.handling = nil // not reached on a panic: Restarting answers it
 	case *removed:
 		a.onRemoved(c, m)
 	case *Drain:
@@ -148,6 +140,7 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Terminated:
 		a.onChildGone(c, m)
 	case *actor.Restarting:
+		a.onCrash()
 		a.closeWriter(nil)
 	case *actor.Stopping:
 		a.onStopping()
@@ -157,6 +150,41 @@ func (a *Actor) Receive(c actor.Context) {
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
+}
+
+func (a *Actor) onRequestMsg(c actor.Context, m *Request) {
+	*a.seen++
+	a.cfg.Hit("session.request")
+	if a.vacant {
+		// Removed: the next request opens a fresh log.
+		a.vacant = false
+		a.stash = append(a.stash, m)
+		a.open(c)
+		return
+	}
+	if !a.ready {
+		a.stash = append(a.stash, m)
+		return
+	}
+	a.onRequest(c, m)
+}
+
+// onCrash answers the request whose handling crashed this incarnation
+// (issue 15 item 5: a client no longer waits forever for a lost request).
+// What was committed before the crash stays in the log: a retry with the
+// same id replays it, a new id starts afresh.
+func (a *Actor) onCrash() {
+	m := a.handling
+	a.handling = nil
+	if m == nil || m.Conn == nil || m.Token != 0 {
+		return
+	}
+	id := ""
+	if m.Req != nil {
+		id = m.Req.ID
+	}
+	m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Session: a.key.Name, ID: id, Code: ipc.CodeInternal,
+		Message: "the session failed while handling this request and restarted; send it again (the same id replays whatever was recorded)"})
 }
 
 func (a *Actor) onStarted(c actor.Context) {
@@ -180,7 +208,7 @@ func (a *Actor) onIdle(c actor.Context) {
 			return
 		}
 	}
-	c.Send(c.Parent(), &Idle{Key: a.key, Seen: a.seen, PID: c.Self()})
+	c.Send(c.Parent(), &Idle{Key: a.key, Seen: *a.seen, PID: c.Self()})
 }
 
 // open opens (creating) the session log on a goroutine; requests wait in

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +55,13 @@ func (c *InitCmd) Run(env *Env) error {
 	}
 	fmt.Fprintf(env.Stdout, "CTX_ROOT %s ready\n", env.Layout.Root)
 	// issue 12: the standard toolset, from the ctxtools binary beside ctx.
-	rep, err := toolset.Install(filepath.Join(selfDir(), toolset.Binary), env.Layout.ToolDir())
+	bin := filepath.Join(selfDir(), toolset.Binary)
+	if _, err := os.Stat(bin); errors.Is(err, fs.ErrNotExist) {
+		// ctx alone (go install ./cmd/ctx): everything else still works.
+		fmt.Fprintf(env.Stderr, "ctx: no %s beside ctx: the standard toolset is not installed (make install puts it there)\n", toolset.Binary)
+		return nil
+	}
+	rep, err := toolset.Install(bin, env.Layout.ToolDir())
 	if err != nil {
 		return err
 	}
