@@ -59,13 +59,13 @@ type KV struct{ Key, Value string }
 
 // Def is a loaded definition: a snapshot, re-read for every run.
 type Def struct {
-	Name     string
-	Kind     string
+	Name string
+	Kind string
 	// ABI is .d/abi of an executable agent (ABI or ABIACP); "" for a model agent.
 	ABI string
 	// ACP is .d/acp.json of an acp-v1 agent (nil: run the agent object
 	// with no arguments).
-	ACP *ACPLaunch
+	ACP      *ACPLaunch
 	Object   string // host path of agent/<name>
 	Control  string // host path of agent/<name>.d
 	Approval string // auto | ask

@@ -23,12 +23,12 @@ import (
 
 // CreateOptions are the flags of `ctx agent create`.
 type CreateOptions struct {
-	Exec     string   // host path of the executable to install as the agent object
-	ABI      string   // .d/abi of an executable agent: "" (sdk-envelope-v1) or acp-v1
+	Exec string // host path of the executable to install as the agent object
+	ABI  string // .d/abi of an executable agent: "" (sdk-envelope-v1) or acp-v1
 	// ACP is .d/acp.json of an acp-v1 agent (how to start an installed
 	// agent: command, arguments, read-only binds, secret env keys); nil:
 	// the agent object runs with no arguments.
-	ACP *ACPLaunch
+	ACP      *ACPLaunch
 	Models   []string // model candidates, preferred first
 	Approval string   // "", auto or ask
 	Window   string   // "", auto or N
