@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/mcphost"
+	"github.com/cortexfs/ctx/internal/pathin"
 )
 
 // AgentCreateCmd is `ctx agent create`.
@@ -69,6 +71,9 @@ func acpLaunch(exe string, args []string) (*agentdef.ACPLaunch, error) {
 	l := &agentdef.ACPLaunch{Args: args, Binds: s.Binds}
 	if s.Command != real {
 		l.Command, l.Args = s.Command, s.Args
+		if script := s.Args[0]; !slices.ContainsFunc(l.Binds, func(b string) bool { return pathin.Inside(script, b) }) {
+			l.Binds = append(l.Binds, script) // a lone script outside any package
+		}
 	}
 	if l.Command == "" && len(l.Args) == 0 && len(l.Binds) == 0 {
 		return nil, nil
