@@ -175,3 +175,28 @@ func eventually(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestThrottle: a reader full of updates waits (bounded) for the client
+// to handle them instead of racing ahead of the SDK's queue. spec: issue 14
+func TestThrottle(t *testing.T) {
+	c := New(Host{Frame: func(*ipc.Frame) {}})
+	line := `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n"
+	r := c.Throttle(strings.NewReader(strings.Repeat(line, maxQueued)))
+	buf := make([]byte, 1<<20)
+	if n, _ := r.Read(buf); n == 0 {
+		t.Fatal("first read returned nothing")
+	}
+	start := time.Now()
+	_, _ = r.Read(buf) // maxQueued unhandled: waits its bound, then goes on
+	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Errorf("second read waited %v, want about 250ms", d)
+	}
+	for range maxQueued {
+		_ = c.SessionUpdate(context.Background(), acp.SessionNotification{})
+	}
+	start = time.Now()
+	_, _ = r.Read(buf)
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("read after the queue drained waited %v", d)
+	}
+}
