@@ -261,7 +261,10 @@ func (a *Actor) onACPSession(m *acpSession) {
 // cancelled and the run concludes limit_exceeded.
 func (a *Actor) onACPFrame(c actor.Context, m *acpFrame) {
 	if a.concluded || a.cancelled {
-		return // spec: X12
+		// spec: X12 — nothing more is recorded. A terminal's result comes
+		// once its process is gone: the run may now be able to stop.
+		a.maybeStop(c)
+		return
 	}
 	f := m.f
 	switch f.Type {

@@ -137,6 +137,9 @@ func (ts *terminals) Create(ctx context.Context, p acp.CreateTerminalRequest) (a
 		held.Ended()
 		return fail(fmt.Errorf("sandbox: %w", err))
 	}
+	if ts.ctx.Err() != nil {
+		pr.Kill() // the run ended while it started: the actor may be gone
+	}
 	t := &term{id: id, p: pr, limit: limit, done: make(chan struct{})}
 	ts.mu.Lock()
 	ts.m[id] = t
