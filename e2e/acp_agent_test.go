@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -216,6 +217,7 @@ func TestACPAgentBounds(t *testing.T) {
 	for i, tc := range []struct{ input, code, msg string }{
 		{"flood", "limit_exceeded", "session updates"},
 		{"calls", "limit_exceeded", "8 tool calls"},
+		{"terms", "limit_exceeded", "8 tool calls"},
 	} {
 		c.send(sendReq("msg-"+itoa(i+1), tc.input))
 		fs := c.until("done", 60*time.Second)
@@ -223,7 +225,7 @@ func TestACPAgentBounds(t *testing.T) {
 		if e.Code != tc.code || !strings.Contains(e.Message, tc.msg) || lastOf(fs, "done").Status != "error" {
 			t.Errorf("%s: error %s", tc.input, e.raw)
 		}
-		if tc.input == "calls" {
+		if tc.input != "flood" {
 			n := 0
 			for _, f := range fs {
 				if f.Type == "tool_call" {
@@ -231,7 +233,7 @@ func TestACPAgentBounds(t *testing.T) {
 				}
 			}
 			if n != 8 {
-				t.Errorf("calls recorded %d, want 8", n)
+				t.Errorf("%s: calls recorded %d, want 8", tc.input, n)
 			}
 		}
 		noProcs(t, marker)
@@ -247,6 +249,45 @@ func TestACPAgentMute(t *testing.T) {
 	c.send(sendReq("msg-1", "hello"))
 	fs := c.until("done", 30*time.Second)
 	if e := lastOf(fs, "error"); e.Code != "agent_timeout" || !strings.Contains(e.Message, "initialize") {
+		t.Errorf("error %s", e.raw)
+	}
+	noProcs(t, marker)
+}
+
+// TestACPAgentSecrets: the keys .d/acp.json names reach the agent from the
+// owner-only secrets file; other values there and the daemon's
+// environment do not. spec: issue 14, B4, X11
+func TestACPAgentSecrets(t *testing.T) {
+	// spec: issue 14
+	w, marker := acpWorld(t, "auto")
+	acl := filepath.Join(w.root, "agent", "acpa.d", "acp.json")
+	b, err := os.ReadFile(acl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decl map[string]any
+	if err := json.Unmarshal(b, &decl); err != nil {
+		t.Fatal(err)
+	}
+	decl["env"] = []string{"ACP_SECRET"}
+	b, _ = json.Marshal(decl)
+	w.mustCtx("agent", "set", "acpa", "acp.json", string(b))
+	sec := filepath.Join(w.root, "home", itoa(os.Getuid()), "secrets", "agent")
+	os.MkdirAll(sec, 0o700)
+	if err := os.WriteFile(filepath.Join(sec, "acpa.env"), []byte("ACP_SECRET=s3cret\nOTHER_SECRET=no\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := w.dial("acpa")
+	c.send(sendReq("msg-1", "env"))
+	fs := c.until("done", 60*time.Second)
+	if got, want := lastOf(fs, "assistant").Text, "secret=s3cret other=undefined ctx_run=set daemon_path=unset"; got != want {
+		t.Errorf("assistant %q, want %q\n%s", got, want, rawFrames(fs))
+	}
+	// A secrets file others may read fails the run, naming why.
+	os.Chmod(filepath.Join(sec, "acpa.env"), 0o644)
+	c.send(sendReq("msg-2", "env"))
+	fs = c.until("done", 60*time.Second)
+	if e := lastOf(fs, "error"); e.Code != "agent_invalid" || !strings.Contains(e.Message, "0600") {
 		t.Errorf("error %s", e.raw)
 	}
 	noProcs(t, marker)

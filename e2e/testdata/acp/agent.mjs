@@ -11,6 +11,8 @@
 //   slow           send one chunk, then wait for session/cancel
 //   flood          send 10,050 message chunks
 //   calls          report 9 tool calls
+//   terms          start 9 terminals (the 9th must be refused)
+//   env            say which environment it got
 //
 // With --mute it never answers anything (the run's timeout must end it).
 import { Readable, Writable } from "node:stream";
@@ -114,6 +116,20 @@ if (process.argv.includes("--mute")) {
           await done(client, sid, "c-" + i, "ok " + i);
         }
         await say(client, sid, "nine calls");
+        return { stopReason: "end_turn" };
+      }
+      if (mode === "terms") {
+        for (let i = 1; i <= 9; i++) {
+          const t = await attempt(() => client.createTerminal({ sessionId: sid, command: "true" }));
+          if (t.ok) {
+            await t.v.waitForExit();
+            await t.v.release();
+          }
+        }
+        return { stopReason: "end_turn" };
+      }
+      if (mode === "env") {
+        await say(client, sid, `secret=${process.env.ACP_SECRET} other=${process.env.OTHER_SECRET} ctx_run=${process.env.CTX_RUN ? "set" : "unset"} daemon_path=${process.env.PATH ? "set" : "unset"}`);
         return { stopReason: "end_turn" };
       }
       await say(client, sid, "unknown mode " + mode);
