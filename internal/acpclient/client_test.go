@@ -84,7 +84,10 @@ func pair(t *testing.T, c *Client) *acp.AgentSideConnection {
 	ar, cw := ioPipe()
 	cr, aw := ioPipe()
 	asc := acp.NewAgentSideConnection(nopAgent{}, aw, ar)
-	csc := acp.NewClientSideConnection(c, cw, cr)
+	// Throttle, as the run does: without it a fast flood can overflow the
+	// SDK's notification queue (1024), which closes the connection and
+	// leaves the writer blocked on the pipe.
+	csc := acp.NewClientSideConnection(c, cw, c.Throttle(cr))
 	t.Cleanup(func() {
 		cw.Close()
 		aw.Close()
