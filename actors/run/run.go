@@ -60,6 +60,7 @@ type Actor struct {
 	obs       *envelope.Observation
 
 	model  *model          // a model-backed run's conversation
+	acp    *acpState       // an acp-v1 run's agent and conversation (issue 14)
 	warned map[string]bool // warning texts already emitted (each once per run)
 
 	gen       int        // current step generation
@@ -112,6 +113,24 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onConcluded(c)
 	case *audited:
 		a.onAudited(c, m)
+	case *acpStarted:
+		a.onACPStarted(c, m)
+	case *acpSession:
+		a.onACPSession(m)
+	case *acpFrame:
+		a.onACPFrame(c, m)
+	case *acpPermission:
+		a.onACPPermission(c, m)
+	case *acpTerminal:
+		a.onACPTerminal(c, m)
+	case *acpProc:
+		a.onACPProc(m)
+	case *acpFlood:
+		a.onACPFlood(c)
+	case *acpEnded:
+		a.onACPEnded(c, m)
+	case *acpExited:
+		a.onACPExited(c, m)
 	case *actor.Restarting:
 		// A crash: nothing of this incarnation survives; kill at once.
 		if a.crash != nil {
@@ -221,6 +240,10 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	}
 	if a.def.Kind == agentdef.KindModel {
 		a.startModel(c)
+		return
+	}
+	if a.def.ABI == agentdef.ABIACP {
+		a.startACP(c)
 		return
 	}
 	a.startStep(c)
@@ -590,6 +613,10 @@ func (a *Actor) onNeedApproval(c actor.Context, m *tool.NeedApproval) {
 }
 
 func (a *Actor) onApprovalAnswer(c actor.Context, m *ApprovalAnswer) {
+	if a.acp != nil {
+		a.onACPApprovalAnswer(m)
+		return
+	}
 	if a.toolCall == nil || a.toolCall.ID != m.CallID || a.toolPID == nil {
 		return
 	}
@@ -603,6 +630,9 @@ func (a *Actor) onCancel(c actor.Context) {
 	a.cancelled = true
 	if a.model != nil && a.model.cancel != nil {
 		a.model.cancel() // spec: X12 — the HTTP stream is aborted at once
+	}
+	if a.acp != nil {
+		a.onACPCancel(c) // issue 14: session/cancel, then SIGTERM → grace → SIGKILL once done is durable
 	}
 	if a.toolCall != nil {
 		// The call in flight gets its host-written result before the run's end.
@@ -677,6 +707,7 @@ func (a *Actor) onConcluded(c actor.Context) {
 	if a.toolPID != nil {
 		c.Stop(a.toolPID)
 	}
+	a.endACP()
 	for _, p := range a.procs {
 		p.Terminate(a.ctx, a.cfg.CancelGrace)
 	}

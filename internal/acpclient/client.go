@@ -1,5 +1,5 @@
 // Package acpclient is ctx's side of an ACP agent run under ctx (issue 14,
-// `.d/abi` acp-v1 — not yet accepted by agentdef; see the README): it is the
+// `.d/abi` acp-v1, run by actors/run; see the README): it is the
 // agent's acp.Client, mapping its session/updates to ctx frames, its
 // fs/read_text_file and fs/write_text_file to reads and writes confined to
 // the view (writes only under /workspace), and its permission requests and
@@ -8,6 +8,7 @@
 package acpclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -65,6 +67,9 @@ type Host struct {
 	Approve func(ctx context.Context, callID, name string, args []string) bool
 	// Terminals runs terminal/* requests as sandboxed processes; nil: refused.
 	Terminals Terminals
+	// Flood, when set, is called once when the agent passes MaxUpdates
+	// (the run then ends it; a notification's error is only logged by the SDK).
+	Flood func()
 }
 
 // Terminals is the sandboxed-process side of terminal/*.
@@ -107,8 +112,12 @@ func (c *Client) SessionUpdate(ctx context.Context, n acp.SessionNotification) e
 	c.mu.Lock()
 	c.updates++
 	if c.updates > MaxUpdates {
+		first := !c.flooded
 		c.flooded = true
 		c.mu.Unlock()
+		if first && c.h.Flood != nil {
+			c.h.Flood()
+		}
 		return fmt.Errorf("session/update %d: %w", c.updates, ErrFlood)
 	}
 	c.mu.Unlock()
@@ -365,4 +374,42 @@ func (c *Client) ReleaseTerminal(ctx context.Context, p acp.ReleaseTerminalReque
 		return acp.ReleaseTerminalResponse{}, err
 	}
 	return t.Release(ctx, p)
+}
+
+// Updates is the number of session/update notifications handled so far.
+func (c *Client) Updates() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.updates
+}
+
+// maxQueued is how many session/updates may wait in the SDK's queue (its
+// capacity is 1024; past it the SDK closes the connection).
+const maxQueued = 256
+
+// Throttle wraps the agent's stdout so that an agent sending updates
+// faster than they are handled is slowed down (its writes block on the
+// pipe) instead of overflowing the SDK's notification queue, which would
+// close the connection with no reason given: the run's own bound
+// (MaxUpdates) then ends a flood with a clear error. The count is
+// approximate (occurrences of "session/update" in what was read); each
+// read waits at most 250ms for the queue to drain, so a miscount cannot
+// stall the connection.
+func (c *Client) Throttle(r io.Reader) io.Reader { return &throttle{r: r, c: c} }
+
+type throttle struct {
+	r    io.Reader
+	c    *Client
+	seen int
+}
+
+var updateMethod = []byte(`"session/update"`)
+
+func (t *throttle) Read(p []byte) (int, error) {
+	for i := 0; i < 250 && t.seen-t.c.Updates() >= maxQueued && !t.c.Flooded(); i++ {
+		time.Sleep(time.Millisecond)
+	}
+	n, err := t.r.Read(p)
+	t.seen += bytes.Count(p[:n], updateMethod)
+	return n, err
 }

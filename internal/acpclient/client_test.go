@@ -84,7 +84,10 @@ func pair(t *testing.T, c *Client) *acp.AgentSideConnection {
 	ar, cw := ioPipe()
 	cr, aw := ioPipe()
 	asc := acp.NewAgentSideConnection(nopAgent{}, aw, ar)
-	csc := acp.NewClientSideConnection(c, cw, cr)
+	// Throttle, as the run does: without it a fast flood can overflow the
+	// SDK's notification queue (1024), which closes the connection and
+	// leaves the writer blocked on the pipe.
+	csc := acp.NewClientSideConnection(c, cw, c.Throttle(cr))
 	t.Cleanup(func() {
 		cw.Close()
 		aw.Close()
@@ -173,5 +176,30 @@ func eventually(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met within 10s")
 		}
+	}
+}
+
+// TestThrottle: a reader full of updates waits (bounded) for the client
+// to handle them instead of racing ahead of the SDK's queue. spec: issue 14
+func TestThrottle(t *testing.T) {
+	c := New(Host{Frame: func(*ipc.Frame) {}})
+	line := `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n"
+	r := c.Throttle(strings.NewReader(strings.Repeat(line, maxQueued)))
+	buf := make([]byte, 1<<20)
+	if n, _ := r.Read(buf); n == 0 {
+		t.Fatal("first read returned nothing")
+	}
+	start := time.Now()
+	_, _ = r.Read(buf) // maxQueued unhandled: waits its bound, then goes on
+	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Errorf("second read waited %v, want about 250ms", d)
+	}
+	for range maxQueued {
+		_ = c.SessionUpdate(context.Background(), acp.SessionNotification{})
+	}
+	start = time.Now()
+	_, _ = r.Read(buf)
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("read after the queue drained waited %v", d)
 	}
 }

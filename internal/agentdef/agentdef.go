@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,8 +24,16 @@ import (
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
-// ABI is the only valid executable-agent ABI (X1).
-const ABI = "sdk-envelope-v1"
+// Executable-agent ABIs: ABI is sdk-envelope-v1 (X1), the default of
+// --exec; ABIACP is an Agent Client Protocol agent (issue 14 item 2) that
+// ctx runs as its ACP client over stdin/stdout.
+const (
+	ABI    = "sdk-envelope-v1"
+	ABIACP = "acp-v1"
+)
+
+// ABIs lists the valid .d/abi values.
+var ABIs = []string{ABI, ABIACP}
 
 // ErrInvalid is wrapped by every validation failure of a definition.
 var ErrInvalid = errors.New("invalid agent definition")
@@ -39,7 +48,7 @@ const (
 )
 
 // Controls is the list of control files a definition may carry.
-var Controls = []string{"abi", "approval", "tools", "model", "window", "policy", "label", "root", "cwd",
+var Controls = []string{"abi", "acp.json", "approval", "tools", "model", "window", "policy", "label", "root", "cwd",
 	"env", "path", "mount", "protect", "uid", "gid", "groups", "limits", "system.md", "prompt.template.md"}
 
 // MaxControl bounds one control file.
@@ -50,8 +59,13 @@ type KV struct{ Key, Value string }
 
 // Def is a loaded definition: a snapshot, re-read for every run.
 type Def struct {
-	Name     string
-	Kind     string
+	Name string
+	Kind string
+	// ABI is .d/abi of an executable agent (ABI or ABIACP); "" for a model agent.
+	ABI string
+	// ACP is .d/acp.json of an acp-v1 agent (nil: run the agent object
+	// with no arguments).
+	ACP      *ACPLaunch
 	Object   string // host path of agent/<name>
 	Control  string // host path of agent/<name>.d
 	Approval string // auto | ask
@@ -111,10 +125,20 @@ func Load(l layout.Layout, name string) (*Def, error) {
 	}
 	if hasABI {
 		v, err := OneLine(abi)
-		if err != nil || v != ABI { // spec: X1
-			return nil, fmt.Errorf("agent %q: .d/abi must be exactly %q: %w", name, ABI+"\n", ErrInvalid)
+		if err != nil || !slices.Contains(ABIs, v) { // spec: X1, issue 14
+			return nil, fmt.Errorf("agent %q: .d/abi must be exactly %q or %q: %w", name, ABI+"\n", ABIACP+"\n", ErrInvalid)
 		}
-		d.Kind = KindExec
+		d.Kind, d.ABI = KindExec, v
+	}
+	if b, ok, err := read("acp.json"); err != nil {
+		return nil, err
+	} else if ok {
+		if d.ABI != ABIACP {
+			return nil, fmt.Errorf("agent %q: .d/acp.json needs .d/abi %s: %w", name, ABIACP, ErrInvalid)
+		}
+		if d.ACP, err = ParseACP(b); err != nil {
+			return nil, fmt.Errorf("agent %q: %v: %w", name, err, ErrInvalid)
+		}
 	}
 	if b, ok, err := read("model"); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,7 +23,12 @@ import (
 
 // CreateOptions are the flags of `ctx agent create`.
 type CreateOptions struct {
-	Exec     string   // host path of the executable to install as the agent object
+	Exec string // host path of the executable to install as the agent object
+	ABI  string // .d/abi of an executable agent: "" (sdk-envelope-v1) or acp-v1
+	// ACP is .d/acp.json of an acp-v1 agent (how to start an installed
+	// agent: command, arguments, read-only binds, secret env keys); nil:
+	// the agent object runs with no arguments.
+	ACP      *ACPLaunch
 	Models   []string // model candidates, preferred first
 	Approval string   // "", auto or ask
 	Window   string   // "", auto or N
@@ -58,6 +64,19 @@ func Create(l layout.Layout, name string, o CreateOptions) error {
 			return fmt.Errorf("create %q: --tools: duplicate %q: %w", name, t, ErrInvalid)
 		}
 		seen[t] = true
+	}
+	if o.ABI != "" && (o.Exec == "" || !slices.Contains(ABIs, o.ABI)) {
+		return fmt.Errorf("create %q: --abi %q: want %s or %s, with --exec: %w", name, o.ABI, ABI, ABIACP, ErrInvalid)
+	}
+	var acpJSON []byte
+	if o.ACP != nil {
+		if o.ABI != ABIACP {
+			return fmt.Errorf("create %q: a launch declaration needs --abi %s: %w", name, ABIACP, ErrInvalid)
+		}
+		var err error
+		if acpJSON, err = o.ACP.Marshal(); err != nil {
+			return fmt.Errorf("create %q: %w", name, err)
+		}
 	}
 	if o.Approval != "" && o.Approval != "auto" && o.Approval != "ask" {
 		return fmt.Errorf("create %q: --approval must be auto or ask: %w", name, ErrInvalid)
@@ -97,7 +116,7 @@ func Create(l layout.Layout, name string, o CreateOptions) error {
 	// rm cannot change the kind, tools or approval of the new agent.
 	files := []struct{ name, value string }{
 		{"window", window + "\n"}, // spec: W1
-		{"approval", ""}, {"tools", ""}, {"model", ""}, {"abi", ""}, {"policy", ""},
+		{"approval", ""}, {"tools", ""}, {"model", ""}, {"abi", ""}, {"policy", ""}, {"acp.json", string(acpJSON)},
 	}
 	if o.Approval != "" {
 		files[1].value = o.Approval + "\n"
@@ -110,6 +129,9 @@ func Create(l layout.Layout, name string, o CreateOptions) error {
 	}
 	if o.Exec != "" {
 		files[4].value = ABI + "\n"
+		if o.ABI != "" {
+			files[4].value = o.ABI + "\n"
+		}
 	} else {
 		// issue 12: a model agent may use the standard toolset (and the
 		// tools named with --tools) out of the box; the file says how to
@@ -245,9 +267,11 @@ func Set(l layout.Layout, name, control, value string, extra Validator) error {
 
 	switch control {
 	case "abi":
-		if v, e := OneLine(b); e != nil || v != ABI {
-			err = fmt.Errorf("abi must be %s", ABI)
+		if v, e := OneLine(b); e != nil || !slices.Contains(ABIs, v) {
+			err = fmt.Errorf("abi must be %s or %s", ABI, ABIACP)
 		}
+	case "acp.json":
+		_, err = ParseACP(b)
 	case "approval":
 		if v, e := OneLine(b); e != nil || (v != "auto" && v != "ask") {
 			err = errors.New("approval must be auto or ask")

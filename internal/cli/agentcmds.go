@@ -4,15 +4,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/mcpinstall"
+	"github.com/cortexfs/ctx/internal/pathin"
 )
 
 // AgentCreateCmd is `ctx agent create`.
 type AgentCreateCmd struct {
 	Name     string   `arg:"" help:"Agent name."`
-	Exec     string   `help:"Executable implementing sdk-envelope-v1." type:"existingfile" xor:"kind"`
+	Exec     string   `help:"Executable implementing sdk-envelope-v1 (or the ABI --abi names)." type:"existingfile" xor:"kind"`
+	ABI      string   `help:"ABI of the --exec agent: sdk-envelope-v1 (default) or acp-v1 (an Agent Client Protocol agent)." enum:"sdk-envelope-v1,acp-v1," default:""`
+	Args     []string `arg:"" optional:"" help:"Arguments of an acp-v1 agent's command (after --)."`
 	Model    []string `help:"Model candidates, preferred first (provider/model)." sep:"," xor:"kind"`
 	Approval string   `help:"auto or ask." enum:"auto,ask," default:""`
 	Window   string   `help:"auto or a token count." default:""`
@@ -35,7 +40,45 @@ func (c *AgentCreateCmd) Run(env *Env) error {
 	if exe != "" {
 		exe, _ = filepath.Abs(exe)
 	}
-	return agentdef.Create(env.Layout, c.Name, agentdef.CreateOptions{Exec: exe, Models: c.Model, Approval: c.Approval, Window: c.Window, Tools: c.Tools})
+	if c.ABI != "" && c.Exec == "" {
+		return Exit(ExitUsage, fmt.Errorf("create %s: --abi needs --exec PATH", c.Name))
+	}
+	if len(c.Args) > 0 && c.ABI != agentdef.ABIACP {
+		return Exit(ExitUsage, fmt.Errorf("create %s: arguments after the name are for --abi %s only", c.Name, agentdef.ABIACP))
+	}
+	var launch *agentdef.ACPLaunch
+	if c.ABI == agentdef.ABIACP {
+		var err error
+		if launch, err = acpLaunch(exe, c.Args); err != nil {
+			return Exit(ExitUsage, fmt.Errorf("create %s: %w", c.Name, err))
+		}
+	}
+	return agentdef.Create(env.Layout, c.Name, agentdef.CreateOptions{Exec: exe, ABI: c.ABI, ACP: launch,
+		Models: c.Model, Approval: c.Approval, Window: c.Window, Tools: c.Tools})
+}
+
+// acpLaunch is .d/acp.json of an acp-v1 agent (issue 14 item 2), resolved
+// as `ctx mcp add` resolves a server: an npm bin (a node script, symlinks
+// followed) runs as node on the real script with its node_modules and
+// node's own prefix bound read-only; any other executable runs as the
+// agent object (a copy) with args. nil when there is nothing to declare.
+func acpLaunch(exe string, args []string) (*agentdef.ACPLaunch, error) {
+	s, err := mcpinstall.DefaultResolver().Resolve(exe, args)
+	if err != nil {
+		return nil, err
+	}
+	real, _ := filepath.EvalSymlinks(exe)
+	l := &agentdef.ACPLaunch{Args: args, Binds: s.Binds}
+	if s.Command != real {
+		l.Command, l.Args = s.Command, s.Args
+		if script := s.Args[0]; !slices.ContainsFunc(l.Binds, func(b string) bool { return pathin.Inside(script, b) }) {
+			l.Binds = append(l.Binds, script) // a lone script outside any package
+		}
+	}
+	if l.Command == "" && len(l.Args) == 0 && len(l.Binds) == 0 {
+		return nil, nil
+	}
+	return l, l.Validate()
 }
 
 // AgentListCmd is `ctx agent list`.

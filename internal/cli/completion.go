@@ -337,6 +337,8 @@ func (c compCtx) values(v *kong.Value, cur, prefix string) ([]cand, string) {
 			list("auto", "ask")
 		case "window":
 			list("auto")
+		case "abi":
+			list(agentdef.ABIs...)
 		}
 	case v.Name == "model":
 		commaList = true

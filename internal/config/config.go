@@ -50,6 +50,9 @@ type Config struct {
 	MCP        *mcphost.Manager
 	MCPIdle    time.Duration
 	MCPTimeout time.Duration
+	// ACPTimeout bounds an acp-v1 agent's answers to initialize and
+	// session/new (CTX_ACP_TIMEOUT, default 60s; issue 14).
+	ACPTimeout time.Duration
 	// Fault is a test-only fault hook (built with -tags ctxfault); nil otherwise.
 	Fault func(point string)
 
@@ -62,9 +65,9 @@ type Config struct {
 func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
 	c := &Config{Layout: l, Bwrap: os.Getenv("CTX_BWRAP"), CancelGrace: 2 * time.Second,
 		ApprovalTimeout: 60 * time.Second, SessionIdle: 5 * time.Minute, Log: log, Procs: &sync.WaitGroup{}, Running: &atomic.Int64{},
-		Placeholders: workspace.NewRegistry(), MCPIdle: mcphost.DefaultIdle, MCPTimeout: mcphost.DefaultTimeout}
+		Placeholders: workspace.NewRegistry(), MCPIdle: mcphost.DefaultIdle, MCPTimeout: mcphost.DefaultTimeout, ACPTimeout: 60 * time.Second}
 	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout, "CTX_SESSION_IDLE": &c.SessionIdle,
-		"CTX_MCP_IDLE": &c.MCPIdle, "CTX_MCP_TIMEOUT": &c.MCPTimeout} {
+		"CTX_MCP_IDLE": &c.MCPIdle, "CTX_MCP_TIMEOUT": &c.MCPTimeout, "CTX_ACP_TIMEOUT": &c.ACPTimeout} {
 		if v := os.Getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {

@@ -59,7 +59,15 @@ func CheckAgent(l layout.Layout, name string, table models.Table, tableOK bool) 
 	}
 	var notes, warns []string
 	if def.Kind == agentdef.KindExec {
-		notes = append(notes, "executable agent ("+agentdef.ABI+")")
+		notes = append(notes, "executable agent ("+def.ABI+")")
+		if def.ACP != nil && def.ACP.Command != "" {
+			// issue 14: an installed ACP agent runs from its installation.
+			for _, p := range append([]string{def.ACP.Command}, def.ACP.Binds...) {
+				if _, err := os.Stat(p); err != nil {
+					warns = append(warns, fmt.Sprintf("its installation %s is gone: install it again, then ctx agent rm %s and create it again", p, name))
+				}
+			}
+		}
 	} else {
 		notes = append(notes, "model agent ("+strings.Join(def.Models, ", ")+")")
 	}

@@ -750,7 +750,12 @@ func EnvFile(l layout.Layout, name string) string { return mcpinstall.EnvFile(l,
 // ReadEnv reads a server's env file: a regular file (not followed if a
 // symlink) owned by the user, mode 0600 or 0400 — anything else refused.
 func ReadEnv(l layout.Layout, name string) (map[string]string, error) {
-	path := EnvFile(l, name)
+	return ReadEnvFile(l, EnvFile(l, name))
+}
+
+// ReadEnvFile reads an owner-only K=V secrets file at path with ReadEnv's
+// rules (an acp-v1 agent's secrets too, issue 14).
+func ReadEnvFile(l layout.Layout, path string) (map[string]string, error) {
 	f, st, err := safefs.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("env file: %w", err)
