@@ -205,7 +205,18 @@ func TestACPAgentCancel(t *testing.T) {
 	if d := lastOf(fs, "done"); d.Status != "cancelled" {
 		t.Fatalf("done %q\n%s", d.Status, rawFrames(fs))
 	}
+	// The call the agent reported and never finished gets its cancelled
+	// result: no tool_call is left without one.
+	if r := lastOf(fs, "tool_result"); r.CallID != "c-slow" || r.Status != "cancelled" {
+		t.Errorf("the open call's result: %s\n%s", r.raw, rawFrames(fs))
+	}
 	noProcs(t, marker)
+	// A turn that ends with a call still open: the call gets an error result.
+	c.send(sendReq("msg-2", "dangling"))
+	fs = c.until("done", 60*time.Second)
+	if r := lastOf(fs, "tool_result"); r.CallID != "c-dangling" || r.Status != "error" || lastOf(fs, "done").Status != "ok" {
+		t.Errorf("a dangling call: %s\n%s", r.raw, rawFrames(fs))
+	}
 }
 
 // TestACPAgentBounds: a flood of updates, a 9th tool call and an agent

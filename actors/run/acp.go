@@ -11,9 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/envelope"
 	"maps"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -239,7 +241,7 @@ func isSystemPath(p string) bool {
 func (a *Actor) onACPStarted(c actor.Context, m *acpStarted) {
 	a.starting = false
 	if m.err != nil {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: m.code, Message: m.err.Error()}, "error")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: m.code, Message: m.err.Error()}, ipc.StatusError)
 		a.maybeStop(c)
 		return
 	}
@@ -274,6 +276,7 @@ func (a *Actor) onACPFrame(c actor.Context, m *acpFrame) {
 		if f.Name == "acp" && !a.countCall(c) {
 			return
 		}
+		a.acp.open[f.CallID] = f.Name // until its result; closeACPCalls ends what is left
 	case ipc.TypeToolResult:
 		delete(a.acp.open, f.CallID)
 	}
@@ -287,7 +290,7 @@ func (a *Actor) countCall(c actor.Context) bool {
 	if a.calls > MaxCalls { // spec: X6, issue 14
 		a.cancelACPSession()
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, "error")
+			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, ipc.StatusError)
 		a.endACP()
 		return false
 	}
@@ -371,7 +374,7 @@ func (a *Actor) onACPFlood(c actor.Context) {
 	}
 	a.cancelACPSession()
 	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-		Message: fmt.Sprintf("the ACP agent sent more than %d session updates in one run", acpclient.MaxUpdates)}, "error")
+		Message: fmt.Sprintf("the ACP agent sent more than %d session updates in one run", acpclient.MaxUpdates)}, ipc.StatusError)
 	a.endACP()
 }
 
@@ -387,29 +390,29 @@ func (a *Actor) onACPEnded(c actor.Context, m *acpEnded) {
 		if errors.Is(m.err, errNoAnswer) {
 			code = ipc.CodeAgentTimeout
 		}
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: code, Message: m.err.Error() + stderrTail(m.stderr)}, "error")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: code, Message: m.err.Error() + stderrTail(m.stderr)}, ipc.StatusError)
 		a.endACP()
 		return
 	}
 	switch m.stop {
 	case acp.StopReasonEndTurn:
 	case acp.StopReasonRefusal:
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeDenied, Message: "the ACP agent refused the prompt (stop reason refusal)"}, "error")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeDenied, Message: "the ACP agent refused the prompt (stop reason refusal)"}, ipc.StatusError)
 		return
 	case acp.StopReasonCancelled:
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeCancelled}, "cancelled")
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeCancelled}, ipc.StatusCancelled)
 		return
 	default:
 		a.warn(c, []string{fmt.Sprintf("the ACP agent stopped with reason %q", m.stop)})
 	}
-	a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: a.deltas.String()}, "ok")
+	a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: a.deltas.String()}, ipc.StatusOK)
 }
 
 func (a *Actor) onACPExited(c actor.Context, m *acpExited) {
 	a.reap()
 	if !a.concluded && !a.cancelled {
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInvalidAgentOutput,
-			Message: fmt.Sprintf("the ACP agent exited with status %d before answering the prompt%s", m.code, stderrTail(m.stderr))}, "error")
+			Message: fmt.Sprintf("the ACP agent exited with status %d before answering the prompt%s", m.code, stderrTail(m.stderr))}, ipc.StatusError)
 	}
 	a.maybeStop(c)
 }
@@ -449,8 +452,29 @@ func (a *Actor) endACP() {
 // their cancelled results, before the run's cancelled conclusion.
 func (a *Actor) onACPCancel(c actor.Context) {
 	a.cancelACPSession()
-	for id, name := range a.acp.open {
+	a.closeACPCalls(c, ipc.StatusCancelled)
+}
+
+// closeACPCalls gives every call still open — a terminal in flight, or a
+// tool call the agent reported and never finished — its result, so no
+// tool_call in the log is left without one: cancelled when the run was
+// cancelled, an error otherwise.
+func (a *Actor) closeACPCalls(c actor.Context, runStatus string) {
+	if a.acp == nil || len(a.acp.open) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(a.acp.open))
+	for id := range a.acp.open {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		name := a.acp.open[id]
 		delete(a.acp.open, id)
-		a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: id, Name: name, Status: "cancelled", Content: "cancelled"})
+		f := &ipc.Frame{Type: ipc.TypeToolResult, CallID: id, Name: name, Status: envelope.StatusCancelled, Content: "cancelled"}
+		if runStatus != ipc.StatusCancelled {
+			f.Status, f.Content = envelope.StatusError, "the run ended before the agent finished this call"
+		}
+		a.emit(c, f)
 	}
 }

@@ -105,7 +105,7 @@ func (ts *terminals) Create(ctx context.Context, p acp.CreateTerminalRequest) (a
 		return acp.CreateTerminalResponse{}, acp.NewInvalidRequest(map[string]any{"error": "terminal refused: denied, the run's tool-call bound reached, or the run is over"})
 	}
 	fail := func(err error) (acp.CreateTerminalResponse, error) {
-		ts.send(&acpFrame{f: &ipc.Frame{Type: ipc.TypeToolResult, CallID: id, Name: "terminal", Status: "error", Content: err.Error()}})
+		ts.send(&acpFrame{f: &ipc.Frame{Type: ipc.TypeToolResult, CallID: id, Name: "terminal", Status: envelope.StatusError, Content: err.Error()}})
 		return acp.CreateTerminalResponse{}, acp.NewInternalError(map[string]any{"error": err.Error()})
 	}
 	v := ts.view

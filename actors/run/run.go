@@ -654,6 +654,7 @@ func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 	if a.concluded {
 		return
 	}
+	a.closeACPCalls(c, status) // every recorded call gets its result before the conclusion
 	a.concluded = true
 	if au := a.audit; au != nil {
 		a.audit = nil

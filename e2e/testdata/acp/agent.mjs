@@ -99,7 +99,13 @@ if (process.argv.includes("--mute")) {
         await say(client, sid, allowed ? "permission=allowed" : "permission=denied");
         return { stopReason: "end_turn" };
       }
+      if (mode === "dangling") {
+        await call(client, sid, "c-dangling", "never finished", "other");
+        await say(client, sid, "done anyway");
+        return { stopReason: "end_turn" };
+      }
       if (mode === "slow") {
+        await call(client, sid, "c-slow", "long step", "other");
         await say(client, sid, "working");
         await new Promise((res) => cancelled.set(sid, res));
         return { stopReason: "cancelled" };
