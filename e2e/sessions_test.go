@@ -303,3 +303,27 @@ func TestLogsFromAutostartedDaemon(t *testing.T) {
 		return strings.Contains(out.String(), "agent=two")
 	})
 }
+
+// TestExecAgentReportsUsage: an executable agent's optional usage lines
+// are summed into the done frame (and under its .d/model into
+// usage_by_model, which a price table turns into cost); an agent that
+// reports none gets no usage field. spec: issue 18 item 3
+func TestExecAgentReportsUsage(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.agent("u", map[string]string{"model": "anthropic/claude-sonnet-4-5\n"})
+	c := w.dial("u")
+	c.send(sendReq("u1", "usage"))
+	got := c.until("done", 20*time.Second)
+	d := got[len(got)-1]
+	if d.Status != "ok" || !strings.Contains(d.raw, `"usage":{"input":1500,"output":150,"cache_read":10}`) ||
+		!strings.Contains(d.raw, `"usage_by_model":{"anthropic/claude-sonnet-4-5":{"input":1500,"output":150,"cache_read":10}}`) {
+		t.Errorf("done: %s", d.raw)
+	}
+	c.send(sendReq("u2", "echo none"))
+	got = c.until("done", 20*time.Second)
+	if d := got[len(got)-1]; strings.Contains(d.raw, "usage") {
+		t.Errorf("usage invented: %s", d.raw)
+	}
+	// after the tool_call nothing may follow, usage included (X9)
+}

@@ -471,6 +471,25 @@ func (a *Actor) onAgentLine(c actor.Context, m *agentLine) {
 			return
 		}
 		a.call = ln
+	case "usage":
+		// issue 18: an executable agent may report its model use; it is
+		// summed into the done frame's usage, and into usage_by_model under
+		// the definition's preferred .d/model when it has one.
+		u := &provider.Usage{Input: ln.Usage.Input, Output: ln.Usage.Output, CacheRead: ln.Usage.CacheRead, CacheWrite: ln.Usage.CacheWrite}
+		if a.usage == nil {
+			a.usage = &provider.Usage{}
+		}
+		a.usage.Add(u)
+		if a.def != nil && len(a.def.Models) > 0 {
+			if a.usageBy == nil {
+				a.usageBy = map[string]*provider.Usage{}
+			}
+			m := a.def.Models[0]
+			if a.usageBy[m] == nil {
+				a.usageBy[m] = &provider.Usage{}
+			}
+			a.usageBy[m].Add(u)
+		}
 	}
 }
 

@@ -70,6 +70,11 @@ func main() {
 	switch words[0] {
 	case "echo":
 		delta("echo: " + strings.Join(words[1:], " "))
+	case "usage":
+		// issue 18: report model use, as an agent calling a model would
+		delta("counted")
+		fmt.Println(`{"type":"usage","input":1000,"output":100,"cache_read":10}`)
+		fmt.Println(`{"type":"usage","input":500,"output":50}`)
 	case "view":
 		// issue 11 item 4: what tool files an agent step sees, and whether it
 		// can exec a tool by path.

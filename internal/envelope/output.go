@@ -18,15 +18,29 @@ var ErrInvalidOutput = errors.New("invalid agent output")
 
 // Line is one parsed agent output line.
 type Line struct {
-	Type string   // delta | tool_call
-	Text string   // delta
-	ID   string   // tool_call
-	Name string   // tool_call
-	Args []string // tool_call
+	Type  string   // delta | tool_call | usage
+	Text  string   // delta
+	ID    string   // tool_call
+	Name  string   // tool_call
+	Args  []string // tool_call
+	Usage *Usage   // usage
 }
 
+// Usage is what an agent reports it spent on a model (issue 18: optional;
+// nothing is made up when it is absent). Counts are tokens.
+type Usage struct {
+	Input      int64 `json:"input"`
+	Output     int64 `json:"output"`
+	CacheRead  int64 `json:"cache_read"`
+	CacheWrite int64 `json:"cache_write"`
+}
+
+// maxUsage bounds one reported count (a typo is not a trillion tokens).
+const maxUsage = 1 << 40
+
 // ParseLine parses one line of agent stdout (without its newline). Only
-// {"type":"delta","text":...} and {"type":"tool_call","id":...,"name":...,"args":[...]}
+// {"type":"delta","text":...}, {"type":"tool_call","id":...,"name":...,"args":[...]}
+// and (issue 18) {"type":"usage","input":N,"output":N[,"cache_read":N][,"cache_write":N]}
 // are valid; anything else — result, approval, done or lifecycle frames,
 // unknown fields, malformed JSON — is invalid output (X9).
 func ParseLine(b []byte) (*Line, error) {
@@ -79,6 +93,23 @@ func ParseLine(b []byte) (*Line, error) {
 			return bad("tool_call id or name too long")
 		}
 		return &Line{Type: "tool_call", ID: c.ID, Name: c.Name, Args: *c.Args}, nil
+	case "usage":
+		var u struct {
+			Type       string `json:"type"`
+			Input      *int64 `json:"input"`
+			Output     *int64 `json:"output"`
+			CacheRead  int64  `json:"cache_read"`
+			CacheWrite int64  `json:"cache_write"`
+		}
+		if err := dec.Decode(&u); err != nil || u.Input == nil || u.Output == nil {
+			return bad("usage must be {type, input, output[, cache_read][, cache_write]} with whole numbers")
+		}
+		for _, n := range []int64{*u.Input, *u.Output, u.CacheRead, u.CacheWrite} {
+			if n < 0 || n > maxUsage {
+				return bad("usage counts must be from 0 to %d", int64(maxUsage))
+			}
+		}
+		return &Line{Type: "usage", Usage: &Usage{Input: *u.Input, Output: *u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}}, nil
 	case "":
 		return bad("line has no type")
 	default:

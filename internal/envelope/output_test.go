@@ -24,6 +24,15 @@ func TestParseLine(t *testing.T) {
 		{"tool_call no args", `{"type":"tool_call","id":"c","name":"clock","args":[]}`,
 			&Line{Type: "tool_call", ID: "c", Name: "clock", Args: []string{}}},
 		{"surrounding space", ` {"type":"delta","text":"x"} `, &Line{Type: "delta", Text: "x"}},
+		// issue 18: an executable agent may report its model use
+		{"usage", `{"type":"usage","input":1200,"output":80}`, &Line{Type: "usage", Usage: &Usage{Input: 1200, Output: 80}}},
+		{"usage with cache", `{"type":"usage","input":1,"output":2,"cache_read":3,"cache_write":4}`,
+			&Line{Type: "usage", Usage: &Usage{Input: 1, Output: 2, CacheRead: 3, CacheWrite: 4}}},
+		{"usage without output", `{"type":"usage","input":1}`, nil},
+		{"usage negative", `{"type":"usage","input":-1,"output":2}`, nil},
+		{"usage huge", `{"type":"usage","input":1099511627777,"output":2}`, nil},
+		{"usage fraction", `{"type":"usage","input":1.5,"output":2}`, nil},
+		{"usage unknown field", `{"type":"usage","input":1,"output":2,"cost":3}`, nil},
 
 		{"tool_result", `{"type":"tool_result","call_id":"c","name":"tsh","status":"ok","content":"x","truncated":false}`, nil},
 		{"approval", `{"type":"approval","run":"r","id":"c","decision":"allow_once"}`, nil},
