@@ -193,12 +193,7 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, c
 				return nil
 			}
 			if pending != nil {
-				d := ipc.DecisionDeny
-				if k == 'y' || k == 'Y' {
-					d = ipc.DecisionAllowOnce
-				}
-				fmt.Fprintf(t, "%s\n", d)
-				_ = conn.Send(map[string]string{"op": "approve", "run": pending.Run, "id": pending.ID, "decision": d})
+				answerApproval(t, conn, pending, k)
 				pending = nil
 				continue
 			}
@@ -255,12 +250,7 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-ch
 				return nil
 			}
 			if pending != nil {
-				d := ipc.DecisionDeny
-				if k == 'y' || k == 'Y' {
-					d = ipc.DecisionAllowOnce
-				}
-				fmt.Fprintf(t, "%s\n", d)
-				_ = conn.Send(map[string]string{"op": "approve", "run": pending.Run, "id": pending.ID, "decision": d})
+				answerApproval(t, conn, pending, k)
 				pending = nil
 				continue
 			}
@@ -411,4 +401,15 @@ func (t *typeahead) Read(p []byte) (int, error) {
 	}
 	t.mu.Unlock()
 	return t.r.Read(p)
+}
+
+// answerApproval sends the pinned approve line for the key the person
+// pressed: y allows once, anything else denies.
+func answerApproval(t io.Writer, conn *client.Conn, pending *ipc.Frame, k byte) {
+	d := ipc.DecisionDeny
+	if k == 'y' || k == 'Y' {
+		d = ipc.DecisionAllowOnce
+	}
+	fmt.Fprintf(t, "%s\n", d)
+	_ = conn.Send(map[string]string{"op": "approve", "run": pending.Run, "id": pending.ID, "decision": d})
 }

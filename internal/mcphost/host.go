@@ -659,16 +659,8 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, error) {
 	env := v.ToolEnv()
 	delete(env, "CTX_RUN")
 	delete(env, "CTX_CONTROL_SOCKET")
-	if len(t.Decl.Env) > 0 {
-		vals, err := ReadEnv(m.o.Layout, t.Name)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, k := range t.Decl.Env {
-			if val, ok := vals[k]; ok {
-				env[k] = val
-			}
-		}
+	if err := m.addSecrets(env, t); err != nil {
+		return nil, nil, err
 	}
 	argv := append([]string{t.Decl.Command}, t.Decl.Args...)
 	spec, held, err := v.Build(argv, env)
@@ -696,21 +688,31 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, error) {
 	return p, held, nil
 }
 
+// addSecrets adds the values of the keys t's declaration names from its
+// owner-only env file to env (only that server's process gets them).
+func (m *Manager) addSecrets(env map[string]string, t Target) error {
+	if len(t.Decl.Env) == 0 {
+		return nil
+	}
+	vals, err := ReadEnv(m.o.Layout, t.Name)
+	if err != nil {
+		return err
+	}
+	for _, k := range t.Decl.Env {
+		if val, ok := vals[k]; ok {
+			env[k] = val
+		}
+	}
+	return nil
+}
+
 // spawnBare starts a server outside any agent's view (ctx mcp tools
 // without --agent): the system directories, an empty home and /tmp, its
 // installation read-only, network only with net.
 func (m *Manager) spawnBare(t Target) (*proc.Proc, *sandbox.Held, error) {
 	env := map[string]string{"HOME": layout.SandboxHome, "LANG": "C.UTF-8", "USER": "agent", "LOGNAME": "agent", "TERM": "dumb"}
-	if len(t.Decl.Env) > 0 {
-		vals, err := ReadEnv(m.o.Layout, t.Name)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, k := range t.Decl.Env {
-			if val, ok := vals[k]; ok {
-				env[k] = val
-			}
-		}
+	if err := m.addSecrets(env, t); err != nil {
+		return nil, nil, err
 	}
 	spec := bwrap.Spec{System: true, Tmpfs: []string{layout.SandboxHome}, Env: env, Chdir: layout.SandboxHome,
 		Argv: append([]string{t.Decl.Command}, t.Decl.Args...), Network: t.Decl.Net}

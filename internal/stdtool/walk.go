@@ -3,8 +3,8 @@ package stdtool
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/safefs"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -106,7 +106,7 @@ func (s *ignoreScope) child(name, ignoreFile string) *ignoreScope {
 // cannot be read (absent, a symlink — git does not follow a symlinked
 // .gitignore either — or unreadable) holds no rules.
 func readIgnoreFile(path string, domain []string) []ignoreRule {
-	data, err := readNoFollow(path, maxIgnoreFile)
+	data, err := safefs.ReadRegular(path, maxIgnoreFile) // no symlink followed, no FIFO blocking
 	if err != nil {
 		return nil
 	}
@@ -129,26 +129,6 @@ func readIgnoreFile(path string, domain []string) []ignoreRule {
 		})
 	}
 	return rules
-}
-
-// readNoFollow reads at most limit bytes of the regular file at path,
-// without following a symlink in its last component and without blocking
-// on a FIFO.
-func readNoFollow(path string, limit int) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
-	}
-	size := int(min(st.Size, int64(limit)))
-	return readFD(fd, make([]byte, 0, size+1), limit, path)
 }
 
 // readFD reads fd to its end (or limit bytes) into buf[:0], growing it.
