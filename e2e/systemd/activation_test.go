@@ -178,8 +178,9 @@ func TestSocketActivation(t *testing.T) {
 	if inode(sock) != bound {
 		t.Errorf("the daemon replaced the activated socket %s instead of serving it", sock)
 	}
-	// The daemon runs ctx daemon as ExecStart says, with the unit's CTX_ROOT.
-	if cmdline, _ := os.ReadFile("/proc/" + pid1 + "/cmdline"); string(cmdline) != ctx+"\x00daemon\x00" {
+	// The daemon runs ctx daemon as ExecStart says, with the unit's CTX_ROOT;
+	// ctx execs ctxd beside it in the same process (issue 15 item 4).
+	if cmdline, _ := os.ReadFile("/proc/" + pid1 + "/cmdline"); string(cmdline) != filepath.Join(filepath.Dir(ctx), "ctxd")+"\x00daemon\x00" {
 		t.Errorf("main pid %s runs %q", pid1, cmdline)
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "home", strconv.Itoa(os.Getuid()), "daemon.lock")); err != nil || strings.TrimSpace(string(b)) != pid1 {
