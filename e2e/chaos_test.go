@@ -277,7 +277,11 @@ func TestChaos(t *testing.T) {
 			waitUntil(3*time.Second, func() bool { return daemonFDs(pid) <= 40 })
 			baseFDs, basePID = daemonFDs(pid), pid
 		} else {
-			waitUntil(3*time.Second, func() bool { return daemonFDs(pid) <= baseFDs+4 })
+			// A leak never comes back; a session still finishing a cancelled
+			// run or waiting out CTX_SESSION_IDLE does (the long form saw 6
+			// descriptors held past 3 s five times in 300 kills, each
+			// released by the next kill).
+			waitUntil(10*time.Second, func() bool { return daemonFDs(pid) <= baseFDs+4 })
 			if fds := daemonFDs(pid); fds > baseFDs+4 {
 				c.violation("after kill %d (%s): the daemon holds %d descriptors, %d after its start", k, kind, fds, baseFDs)
 			}
