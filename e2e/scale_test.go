@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,7 +57,7 @@ func TestBenchScale(t *testing.T) {
 	c := w.dial("scale")
 	c.send(map[string]any{"op": "ping"})
 	c.must(5 * time.Second)
-	t.Logf("idle daemon: RSS %.1f MiB, %d descriptors", rssMiB(pid), w.openFDs())
+	t.Logf("idle daemon (pid %d): RSS %.1f MiB, %d descriptors", pid, rssMiB(pid), w.openFDs())
 
 	// settle waits until the daemon's descriptors stop falling (the
 	// sessions passivated), then reads RSS and descriptors.
@@ -119,6 +120,16 @@ func TestBenchScale(t *testing.T) {
 	create(n)
 	rssN, fdsN := settle()
 	t.Logf("after %d sessions, idle: RSS %.1f MiB, %d descriptors", n, rssN, fdsN)
+	// The Go runtime gives freed memory back to the kernel gradually:
+	// watch RSS for 30 s more, and judge the value it settles at.
+	var series []string
+	for i := 0; i < 6; i++ {
+		time.Sleep(5 * time.Second)
+		series = append(series, strconv.FormatFloat(rssMiB(pid), 'f', 1, 64))
+	}
+	rssEarly := rssN
+	rssN = rssMiB(pid)
+	t.Logf("RSS every 5 s after that: %s MiB", strings.Join(series, ", "))
 	if rssN >= 100 {
 		t.Errorf("RSS %.1f MiB with %d idle sessions: want < 100 MiB", rssN, n)
 	}
@@ -200,7 +211,9 @@ func TestBenchScale(t *testing.T) {
 		return float64(conc*per) / time.Since(t0).Seconds()
 	}
 	var sockRate, dirRate []float64
+	var sockSelf, sockKids, dirSelf, dirKids time.Duration
 	for round := 0; round < 3; round++ {
+		s0, k0 := rusage()
 		dirRate = append(dirRate, burst("direct", func(g int) error {
 			for i := 0; i < per; i++ {
 				if err := direct(g, round*per+i); err != nil {
@@ -209,6 +222,9 @@ func TestBenchScale(t *testing.T) {
 			}
 			return nil
 		}))
+		s1, k1 := rusage()
+		dirSelf, dirKids = dirSelf+s1-s0, dirKids+k1-k0
+		ds0, dk0 := procCPU(pid)
 		sockRate = append(sockRate, burst("socket", func(g int) error {
 			rc, err := rawDial(w, "scale")
 			if err != nil {
@@ -222,12 +238,18 @@ func TestBenchScale(t *testing.T) {
 			}
 			return nil
 		}))
+		ds1, dk1 := procCPU(pid)
+		sockSelf, sockKids = sockSelf+ds1-ds0, sockKids+dk1-dk0
 	}
+	per3 := time.Duration(3 * conc * per)
+	t.Logf("CPU per send: runtime daemon %v + its children %v; launcher (the test process) %v + children %v",
+		(sockSelf / per3).Round(10*time.Microsecond), (sockKids / per3).Round(10*time.Microsecond),
+		(dirSelf / per3).Round(10*time.Microsecond), (dirKids / per3).Round(10*time.Microsecond))
 	sr, dr := medianF(sockRate), medianF(dirRate)
 	t.Logf("sends/s, %d concurrent sessions × %d (median of 3 rounds): runtime %.0f, minimal launcher %.0f, ratio %.2f× (runtime/launcher) — rounds %v vs %v",
 		conc, per, sr, dr, sr/dr, fmtRates(sockRate), fmtRates(dirRate))
-	fmt.Printf("bench-scale: sessions=%d rss_1=%.1fMiB fds_1=%d rss_n=%.1fMiB fds_n=%d resume_passivated=%v resume_live=%v resume_ratio=%.2f sends_per_s=%.0f launcher_per_s=%.0f send_ratio=%.2f\n",
-		n, rss1, fds1, rssN, fdsN, pm, lm, float64(pm)/float64(lm), sr, dr, sr/dr)
+	fmt.Printf("bench-scale: sessions=%d rss_1=%.1fMiB fds_1=%d rss_n_settled=%.1fMiB rss_n=%.1fMiB fds_n=%d resume_passivated=%v resume_live=%v resume_ratio=%.2f sends_per_s=%.0f launcher_per_s=%.0f send_ratio=%.2f\n",
+		n, rss1, fds1, rssEarly, rssN, fdsN, pm, lm, float64(pm)/float64(lm), sr, dr, sr/dr)
 }
 
 // rssMiB reads VmRSS of pid in MiB.
@@ -303,4 +325,34 @@ func (rc *rawClient) roundTrip(req any, typ string) error {
 			return nil
 		}
 	}
+}
+
+// rusage is this process's CPU time and that of its waited-for children.
+func rusage() (self, kids time.Duration) {
+	var s, k syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &s)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &k)
+	tv := func(r *syscall.Rusage) time.Duration {
+		return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	}
+	return tv(&s), tv(&k)
+}
+
+// procCPU is pid's CPU time and that of its waited-for children, from
+// /proc/PID/stat (clock ticks of 10 ms).
+func procCPU(pid int) (self, kids time.Duration) {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s) // f[0] is field 3 (state)
+	if len(f) < 15 {
+		return 0, 0
+	}
+	tick := func(i int) time.Duration {
+		v, _ := strconv.Atoi(f[i])
+		return time.Duration(v) * 10 * time.Millisecond
+	}
+	return tick(11) + tick(12), tick(13) + tick(14)
 }
