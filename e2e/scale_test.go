@@ -51,7 +51,7 @@ func TestBenchScale(t *testing.T) {
 	}
 	clients := 16
 	w := newWorld(t)
-	w.start("CTX_SESSION_IDLE=1s")
+	w.start("CTX_SESSION_IDLE=1s", "GODEBUG=gctrace=1") // gctrace: live heap vs RSS
 	w.agent("scale", nil)
 	pid := w.daemon.Process.Pid
 	c := w.dial("scale")
@@ -130,6 +130,9 @@ func TestBenchScale(t *testing.T) {
 	rssEarly := rssN
 	rssN = rssMiB(pid)
 	t.Logf("RSS every 5 s after that: %s MiB", strings.Join(series, ", "))
+	if gcs := gcLines(w.log.String()); len(gcs) > 0 {
+		t.Logf("the daemon's last GC (%d so far): %s", len(gcs), gcs[len(gcs)-1])
+	}
 	if rssN >= 100 {
 		t.Errorf("RSS %.1f MiB with %d idle sessions: want < 100 MiB", rssN, n)
 	}
@@ -355,4 +358,15 @@ func procCPU(pid int) (self, kids time.Duration) {
 		return time.Duration(v) * 10 * time.Millisecond
 	}
 	return tick(11) + tick(12), tick(13) + tick(14)
+}
+
+// gcLines are the gctrace lines of a daemon log ("gc N @…: … A->B->C MB …").
+func gcLines(log string) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.HasPrefix(l, "gc ") && strings.Contains(l, "MB") {
+			out = append(out, l)
+		}
+	}
+	return out
 }
