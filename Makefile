@@ -4,7 +4,7 @@ export CGO_ENABLED := 0
 PKGS    := ./cmd/ctx ./cmd/ctxd ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./cmd/ctxtools ./examples/demo-agent ./examples/fixer-agent
 PREFIX  ?= /usr/local
 
-.PHONY: build install test test-short test-systemd vet demo bench fuzz fuzz-keep chaos clean
+.PHONY: build install test test-short test-systemd vet demo bench bench-scale fuzz fuzz-keep chaos clean
 
 BINDIR  ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/user
@@ -56,6 +56,14 @@ demo: build
 # Benchmarks compare against a baseline in the same run; see README "Performance".
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./e2e/ ./internal/store/
+
+# issue 15's scale benchmark (e2e TestBenchScale, gated by CTX_BENCH_SCALE):
+# SCALE_SESSIONS sessions created then idle → RSS and descriptors after
+# passivation, resume passivated vs live, sends/s to 100 concurrent
+# sessions vs the minimal launcher. See README "Performance".
+SCALE_SESSIONS ?= 10000
+bench-scale: build
+	CTX_BENCH_SCALE=1 CTX_BENCH_SCALE_N=$(SCALE_SESSIONS) $(GO) test -count=1 -timeout 60m -run '^TestBenchScale$$' -v ./e2e/
 
 # Every fuzz target for FUZZTIME each (scripts/fuzz.sh); `make fuzz-keep`
 # also commits new-coverage inputs under testdata/fuzz/ for go test to replay.

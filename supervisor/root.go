@@ -71,11 +71,15 @@ func (r *rootActor) onStarted(c actor.Context) {
 		t := time.NewTicker(ScanInterval)
 		defer t.Stop()
 		for {
-			names, err := agentdef.List(l)
-			if err != nil {
-				r.log.Warn("scan definitions", "err", err)
+			// A failed listing (EMFILE, ENOMEM, EIO…) says nothing about
+			// which definitions exist: keep the agents as they are rather
+			// than stop every socket (issue 15 item 3; a missing agent/ is
+			// not an error — List answers no names).
+			if names, err := agentdef.List(l); err != nil {
+				r.log.Warn("scan definitions; agents kept as they are", "err", err)
+			} else {
+				root.Send(self, &definitions{names: names})
 			}
-			root.Send(self, &definitions{names: names})
 			select {
 			case <-r.stop:
 				return
