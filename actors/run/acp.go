@@ -55,8 +55,9 @@ func ACPSecretsFile(l layout.Layout, agent string) string {
 
 // startACP starts the agent process and the ACP conversation off the
 // actor. It counts as one of the run's process starts (X6).
+// In phase running only.
 func (a *Actor) startACP(c actor.Context) {
-	if a.cancelled || a.concluded {
+	if a.phase != phaseRunning {
 		return
 	}
 	a.starts++
@@ -89,7 +90,7 @@ func (a *Actor) startACP(c actor.Context) {
 	self, root := c.Self(), c.ActorSystem().Root
 	send := func(m any) { root.Send(self, m) }
 	terms := &terminals{run: a.spec.RunID, view: view, cfg: cfg, group: a.group, send: send, ctx: ctx, m: map[string]*term{}}
-	a.starting = true
+	a.startPending = true
 	cfg.Procs.Add(1)
 	go func() {
 		defer cfg.Procs.Done()
@@ -239,7 +240,7 @@ func isSystemPath(p string) bool {
 }
 
 func (a *Actor) onACPStarted(c actor.Context, m *acpStarted) {
-	a.starting = false
+	a.startPending = false
 	if m.err != nil {
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: m.code, Message: m.err.Error()}, ipc.StatusError)
 		a.maybeStop(c)
@@ -247,7 +248,7 @@ func (a *Actor) onACPStarted(c actor.Context, m *acpStarted) {
 	}
 	a.acp.p, a.acp.conn = m.p, m.conn
 	a.procs = append(a.procs, m.p)
-	if a.cancelled || a.concluded {
+	if a.phase.concluded() {
 		a.endACP()
 	}
 }
@@ -262,7 +263,7 @@ func (a *Actor) onACPSession(m *acpSession) {
 // the 8-call bound (X6): the 9th is not recorded; the session is
 // cancelled and the run concludes limit_exceeded.
 func (a *Actor) onACPFrame(c actor.Context, m *acpFrame) {
-	if a.concluded || a.cancelled {
+	if a.phase.concluded() {
 		// spec: X12 — nothing more is recorded. A terminal's result comes
 		// once its process is gone: the run may now be able to stop.
 		a.maybeStop(c)
@@ -300,7 +301,7 @@ func (a *Actor) countCall(c actor.Context) bool {
 // onACPPermission: auto mode allows once; ask mode goes through the
 // session's approval path (A2) with the agent's tool call id.
 func (a *Actor) onACPPermission(c actor.Context, m *acpPermission) {
-	if a.concluded || a.cancelled || a.acp == nil {
+	if a.phase.concluded() || a.acp == nil {
 		m.reply <- false
 		return
 	}
@@ -326,7 +327,7 @@ func (a *Actor) onACPApprovalAnswer(m *ApprovalAnswer) {
 // onACPTerminal grants or refuses a terminal: a tool-like call, counted,
 // recorded as a tool_call named "terminal", approved in ask mode.
 func (a *Actor) onACPTerminal(c actor.Context, m *acpTerminal) {
-	if a.concluded || a.cancelled || a.acp == nil {
+	if a.phase.concluded() || a.acp == nil {
 		m.reply <- ""
 		return
 	}
@@ -356,20 +357,20 @@ func (a *Actor) onACPTerminal(c actor.Context, m *acpTerminal) {
 
 // emitLater emits unless the run is over (an answer arriving late).
 func (a *Actor) emitLater(c actor.Context, f *ipc.Frame) {
-	if !a.concluded {
+	if !a.phase.concluded() {
 		a.emit(c, f)
 	}
 }
 
 func (a *Actor) onACPProc(m *acpProc) {
 	a.procs = append(a.procs, m.p)
-	if a.concluded || a.cancelled || a.finishing {
+	if a.phase.concluded() {
 		m.p.Terminate(a.ctx, a.cfg.CancelGrace)
 	}
 }
 
 func (a *Actor) onACPFlood(c actor.Context) {
-	if a.concluded || a.cancelled {
+	if a.phase.concluded() {
 		return
 	}
 	a.cancelACPSession()
@@ -382,7 +383,7 @@ func (a *Actor) onACPFlood(c actor.Context) {
 // normal stops) → assistant with the streamed text; refusal → denied; an
 // error → a clear error with the agent's stderr tail.
 func (a *Actor) onACPEnded(c actor.Context, m *acpEnded) {
-	if a.concluded || a.cancelled {
+	if a.phase.concluded() {
 		return
 	}
 	if m.err != nil {
@@ -410,7 +411,7 @@ func (a *Actor) onACPEnded(c actor.Context, m *acpEnded) {
 
 func (a *Actor) onACPExited(c actor.Context, m *acpExited) {
 	a.reap()
-	if !a.concluded && !a.cancelled {
+	if !a.phase.concluded() {
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInvalidAgentOutput,
 			Message: fmt.Sprintf("the ACP agent exited with status %d before answering the prompt%s", m.code, stderrTail(m.stderr))}, ipc.StatusError)
 	}

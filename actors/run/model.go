@@ -120,7 +120,7 @@ func request(msgs []prompt.Message) provider.Request {
 // modelTurn dispatches one model turn off the actor; its events come back as messages.
 func (a *Actor) modelTurn(c actor.Context) {
 	m := a.model
-	if a.cancelled || a.concluded {
+	if a.phase != phaseRunning {
 		return
 	}
 	if m.turn >= MaxModelTurns { // X6-style bound on model turns
@@ -224,7 +224,7 @@ func (a *Actor) warn(c actor.Context, ws []string) {
 }
 
 func (a *Actor) onModelPrepared(c actor.Context, e *modelPrepared) {
-	if a.model == nil || e.turn != a.model.turn || a.concluded || a.cancelled {
+	if a.model == nil || e.turn != a.model.turn || a.phase.concluded() {
 		return
 	}
 	a.warn(c, e.warnings)
@@ -232,7 +232,7 @@ func (a *Actor) onModelPrepared(c actor.Context, e *modelPrepared) {
 
 func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
 	m := a.model
-	if m == nil || e.turn != m.turn || a.concluded || a.cancelled {
+	if m == nil || e.turn != m.turn || a.phase.concluded() {
 		return // spec: X12 — nothing after the conclusion or a cancel
 	}
 	switch e.ev.Kind {
@@ -264,7 +264,7 @@ func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
 }
 
 func (a *Actor) onModelCandidate(c actor.Context, e *modelCandidate) {
-	if a.model == nil || e.turn != a.model.turn || a.concluded {
+	if a.model == nil || e.turn != a.model.turn || a.phase.concluded() {
 		return
 	}
 	a.emit(c, &ipc.Frame{Type: ipc.TypeCandidate, Model: e.model, Status: e.status, Reason: e.reason})
@@ -272,7 +272,7 @@ func (a *Actor) onModelCandidate(c actor.Context, e *modelCandidate) {
 
 func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 	m := a.model
-	if m == nil || e.turn != m.turn || a.concluded || a.cancelled {
+	if m == nil || e.turn != m.turn || a.phase.concluded() {
 		return
 	}
 	if e.err != nil {
@@ -339,7 +339,7 @@ func refusalMessage(ev provider.Event) string {
 // starts the next turn when all are answered.
 func (a *Actor) nextModelCall(c actor.Context) {
 	m := a.model
-	if a.cancelled || a.concluded {
+	if a.phase != phaseRunning {
 		return
 	}
 	if len(m.calls) == 0 {

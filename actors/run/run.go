@@ -68,16 +68,17 @@ type Actor struct {
 	procs     []*proc.Proc
 	deltas    strings.Builder
 	call      *envelope.Line // the step's tool call
-	invalid   bool           // the step broke X9; its remaining output is ignored
-	starting  bool           // a step process is being started off the actor
 	stepBytes int            // stdout bytes of the current step
 	toolPID   *actor.PID
 	toolCall  *envelope.Line
 
-	concluded bool   // conclusion + done emitted (or the audit before them running): nothing more is recorded (X12)
-	audit     *audit // the workspace as the run found it (issue 11)
-	finishing bool   // Concluded received: ending processes
-	cancelled bool
+	// phase is where the run is: loading, running, concluding, concluded,
+	// finishing (phase.go has the transitions).
+	phase phase
+	// startPending: a process start (a step, or the ACP agent) is under way
+	// off the actor; the run stops only once it has reported.
+	startPending bool
+	audit        *audit // the workspace as the run found it (issue 11)
 }
 
 // Receive only dispatches.
@@ -186,15 +187,18 @@ func (a *Actor) onStarted(c actor.Context) {
 	}()
 }
 
+// onDefLoaded acts in phase loading: the run starts (→ running), or
+// concludes when its definition or prompt cannot be had.
 func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
-	if a.concluded {
-		return
+	if a.phase != phaseLoading {
+		return // concluded meanwhile (a cancel, a restart)
 	}
 	if m.err != nil {
 		a.emit(c, &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest})
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeAgentInvalid, Message: m.err.Error()}, ipc.StatusError)
 		return
 	}
+	a.enter(phaseRunning)
 	a.def = m.def
 	a.prep = m.prep
 	a.group = a.cfg.Cgroups.Group(a.spec.RunID, m.def.Limits) // created by the first process
@@ -250,8 +254,9 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 }
 
 // startStep starts the next SDK process with the envelope on its stdin.
+// In phase running only.
 func (a *Actor) startStep(c actor.Context) {
-	if a.cancelled || a.concluded { // spec: X6 — cancellation checked before every process
+	if a.phase != phaseRunning { // spec: X6 — cancellation checked before every process
 		return
 	}
 	if a.starts >= MaxStarts { // spec: X6
@@ -276,11 +281,10 @@ func (a *Actor) startStep(c actor.Context) {
 	file := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), tsh.StateFileName)
 	a.starts++
 	a.gen++
-	a.starting = true
+	a.startPending = true
 	a.deltas.Reset()
 	a.stepBytes = 0
 	a.call = nil
-	a.invalid = false
 	self, root, gen, cfg, log := c.Self(), c.ActorSystem().Root, a.gen, a.cfg, a.log
 	actx, crashed := a.ctx, a.crashed
 	cfg.Procs.Add(1)
@@ -363,7 +367,7 @@ func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 		}
 		return
 	}
-	a.starting = false
+	a.startPending = false
 	if m.err != nil {
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: m.code, Message: m.err.Error()}, ipc.StatusError)
 		a.maybeStop(c)
@@ -371,12 +375,11 @@ func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 	}
 	a.p = m.p
 	a.procs = append(a.procs, m.p)
-	if !a.cancelled && !a.concluded {
-		a.warn(c, m.warnings)
-	}
-	if a.cancelled || a.concluded {
+	if a.phase.concluded() {
 		m.p.Terminate(a.ctx, a.cfg.CancelGrace) // spec: X6 — checked after the process too
+		return
 	}
+	a.warn(c, m.warnings)
 }
 
 // readAgent streams the agent's stdout lines to the actor, then its exit.
@@ -436,8 +439,9 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
+// onAgentLine acts in phase running, on the current step's lines.
 func (a *Actor) onAgentLine(c actor.Context, m *agentLine) {
-	if m.gen != a.gen || a.concluded || a.cancelled || a.invalid {
+	if m.gen != a.gen || a.phase != phaseRunning {
 		return // spec: X12 — nothing the agent prints after the conclusion is recorded
 	}
 	if m.err != nil {
@@ -493,8 +497,9 @@ func (a *Actor) onAgentLine(c actor.Context, m *agentLine) {
 	}
 }
 
+// invalidOutput concludes the run: the step broke X9, and with the run
+// concluded its remaining output is ignored.
 func (a *Actor) invalidOutput(c actor.Context, why string) {
-	a.invalid = true
 	if a.p != nil {
 		a.p.Kill()
 	}
@@ -506,11 +511,10 @@ func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
 		a.p = nil
 	}
 	a.reap()
-	if m.gen != a.gen || a.concluded || a.invalid {
+	// A cancelled run (and one whose step broke X9) is concluded: it may
+	// now be able to stop.
+	if m.gen != a.gen || a.phase != phaseRunning { // spec: X6 — and after every process
 		a.maybeStop(c)
-		return
-	}
-	if a.cancelled { // spec: X6 — and after every process
 		return
 	}
 	if serr := proc.SandboxFailure(m.code, a.stepBytes, m.stderr); serr != nil && a.call == nil {
@@ -584,8 +588,10 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// onToolResult acts in phase running, on the call in flight (a cancel
+// writes that call's result itself).
 func (a *Actor) onToolResult(c actor.Context, r *tool.Result) {
-	if a.toolCall == nil || r.CallID != a.toolCall.ID || a.concluded {
+	if a.toolCall == nil || r.CallID != a.toolCall.ID || a.phase.concluded() {
 		return
 	}
 	if a.toolPID != nil {
@@ -594,9 +600,6 @@ func (a *Actor) onToolResult(c actor.Context, r *tool.Result) {
 	a.toolCall, a.toolPID = nil, nil
 	a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: r.CallID, Name: r.Name, Status: r.Status,
 		Content: r.Content, Truncated: r.Truncated, Layer: r.Layer})
-	if a.cancelled {
-		return
-	}
 	if a.model != nil {
 		a.onModelToolResult(c, r)
 		return
@@ -625,7 +628,7 @@ func (a *Actor) onChildGone(c actor.Context, m *actor.Terminated) {
 }
 
 func (a *Actor) onNeedApproval(c actor.Context, m *tool.NeedApproval) {
-	if a.toolCall == nil || a.toolCall.ID != m.CallID || a.concluded {
+	if a.toolCall == nil || a.toolCall.ID != m.CallID || a.phase.concluded() {
 		return
 	}
 	c.Request(c.Parent(), &ApprovalNeeded{Run: a.spec.RunID, CallID: m.CallID, Name: a.toolCall.Name, Args: nonNil(a.toolCall.Args), MCP: m.MCP})
@@ -642,11 +645,12 @@ func (a *Actor) onApprovalAnswer(c actor.Context, m *ApprovalAnswer) {
 	c.Send(a.toolPID, &tool.Approved{Decision: m.Decision})
 }
 
+// onCancel acts until the run is concluded (loading or running), and
+// concludes it cancelled.
 func (a *Actor) onCancel(c actor.Context) {
-	if a.concluded || a.cancelled {
+	if a.phase.concluded() {
 		return
 	}
-	a.cancelled = true
 	if a.model != nil && a.model.cancel != nil {
 		a.model.cancel() // spec: X12 — the HTTP stream is aborted at once
 	}
@@ -669,23 +673,31 @@ func (a *Actor) onCancel(c actor.Context) {
 // (X7, X8). A run with a workspace first compares it with the snapshot
 // taken at its start, off the actor, and warns of what now runs code on
 // the host (issue 11); nothing more is recorded meanwhile.
+// In phase loading or running: → concluding (the audit) or → concluded.
 func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
-	if a.concluded {
+	if a.phase.concluded() {
 		return
 	}
 	a.closeACPCalls(c, status) // every recorded call gets its result before the conclusion
-	a.concluded = true
 	if au := a.audit; au != nil {
+		a.enter(phaseConcluding)
 		a.audit = nil
 		self, root := c.Self(), c.ActorSystem().Root
 		go func() { root.Send(self, &audited{warnings: au.changes(), f: f, status: status}) }()
 		return
 	}
+	a.enter(phaseConcluded)
 	a.finish(c, f, status)
 }
 
-// onAudited emits the run's host-code warning, then its conclusion.
+// onAudited acts in phase concluding: it emits the run's host-code
+// warning, then its conclusion (→ concluded). An audit a crashed
+// incarnation started is not this run's.
 func (a *Actor) onAudited(c actor.Context, m *audited) {
+	if a.phase != phaseConcluding {
+		return
+	}
+	a.enter(phaseConcluded)
 	if len(m.warnings) > 0 {
 		msg := "this run changed what runs code on the host: " + strings.Join(m.warnings, "; ")
 		if len(msg) > 8<<10 {
@@ -720,10 +732,10 @@ func (a *Actor) emit(c actor.Context, f *ipc.Frame) {
 }
 
 // onConcluded: the done frame is durable. End every process: SIGTERM, the
-// grace period, SIGKILL (X12). Stop once they are gone.
+// grace period, SIGKILL (X12). Stop once they are gone. From any phase →
+// finishing.
 func (a *Actor) onConcluded(c actor.Context) {
-	a.concluded = true
-	a.finishing = true
+	a.enter(phaseFinishing)
 	if a.toolPID != nil {
 		c.Stop(a.toolPID)
 	}
@@ -748,7 +760,7 @@ func (a *Actor) reap() {
 
 func (a *Actor) maybeStop(c actor.Context) {
 	a.reap()
-	if a.finishing && !a.starting && len(a.procs) == 0 {
+	if a.phase == phaseFinishing && !a.startPending && len(a.procs) == 0 {
 		c.Stop(c.Self())
 	}
 }

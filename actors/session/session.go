@@ -7,14 +7,12 @@ package session
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,8 +22,6 @@ import (
 
 	"github.com/cortexfs/ctx/actors/run"
 	"github.com/cortexfs/ctx/internal/config"
-	"github.com/cortexfs/ctx/internal/envelope"
-	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/internal/sessions"
 	"github.com/cortexfs/ctx/internal/store"
 	"github.com/cortexfs/ctx/ipc"
@@ -40,7 +36,7 @@ type Key struct{ Agent, Scope, Name string }
 // Keep is transport state that outlives a crash of the session actor: the
 // clients following each run. Only the actor (any incarnation) touches it.
 type Keep struct {
-	subs map[string][]sub
+	subs followers
 	// owner is held from a log's open to its writer's end: an incarnation
 	// restarted after a crash opens the log only once its predecessor's
 	// open or writer is done, so two never append (issue 15 item 5: the
@@ -49,12 +45,7 @@ type Keep struct {
 }
 
 // NewKeep makes an empty Keep.
-func NewKeep() *Keep { return &Keep{subs: map[string][]sub{}} }
-
-type sub struct {
-	conn   *ipc.Conn
-	replay bool
-}
+func NewKeep() *Keep { return &Keep{subs: followers{}} }
 
 type reqInfo struct {
 	run, digest string
@@ -203,10 +194,8 @@ func (a *Actor) onIdle(c actor.Context) {
 	if !a.ready || a.active != nil || len(a.queue) > 0 || len(a.stash) > 0 {
 		return
 	}
-	for _, subs := range a.keep.subs {
-		if len(subs) > 0 {
-			return
-		}
+	if a.keep.subs.any() {
+		return
 	}
 	c.Send(c.Parent(), &Idle{Key: a.key, Seen: *a.seen, PID: c.Self()})
 }
@@ -269,15 +258,13 @@ func (a *Actor) onOpened(c actor.Context, m *opened) {
 		a.recover()
 		// Clients that followed a run of a crashed incarnation get its
 		// host-written conclusion (the log now ends it).
-		for run, subs := range a.keep.subs {
+		for _, run := range a.keep.subs.runs() {
 			if ri := a.reqsByRun(run); ri != nil && ri.done {
 				lines := a.runLines(run)
 				if n := len(lines); n >= 2 {
-					for _, s := range subs {
-						s.conn.SendBatch(lines[n-2:], s.replay)
-					}
+					a.keep.subs.sendBatch(run, lines[n-2:])
 				}
-				delete(a.keep.subs, run)
+				a.keep.subs.drop(run)
 			}
 		}
 	}
@@ -447,7 +434,7 @@ func (a *Actor) onSend(c actor.Context, m *Request) {
 		// spec: P4 — replay the durable frames; never run twice.
 		m.Conn.SendBatch(a.runLines(ri.run), true)
 		if !ri.done {
-			a.keep.subs[ri.run] = append(a.keep.subs[ri.run], sub{conn: m.Conn, replay: true})
+			a.keep.subs.add(ri.run, sub{conn: m.Conn, replay: true})
 		}
 		return
 	}
@@ -480,14 +467,14 @@ func (a *Actor) start(c actor.Context, p *pending) {
 	req := p.req
 	id := newRunID(a.lastSeq())
 	a.reqs[req.ID] = &reqInfo{run: id, digest: req.Digest()}
-	a.keep.subs[id] = p.subs
+	a.keep.subs.add(id, p.subs...)
 	input := ""
 	if req.Input != nil {
 		input = *req.Input
 	}
 	a.setActive(&active{id: id, req: req.ID, conn: p.conn, approvals: map[*ipc.ApprovalWait]*time.Timer{}})
 	a.active.spec = run.Spec{Agent: a.key.Agent, RunID: id, ReqID: req.ID, Op: req.Op, Session: a.key.Name, Scope: a.key.Scope,
-		Input: input, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: a.history(), HistoryMsgs: a.historyMsgs(),
+		Input: input, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: historyJSON(a.msgs), HistoryMsgs: promptHistory(a.msgs),
 		Attempts: &atomic.Int32{}}
 	a.active.spec.Digest = req.Digest()
 	if req.Op == ipc.OpSend {
@@ -539,64 +526,6 @@ func (a *Actor) runLines(id string) [][]byte {
 	return out
 }
 
-// MaxHistory bounds history_messages (X5).
-const MaxHistory = envelope.MaxContext
-
-// history renders earlier runs' conversation as the JSON array string of
-// history_messages, newest kept when it must be cut (X5). Durable history
-// is never changed.
-func (a *Actor) history() string {
-	type msg struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-		Name    string `json:"name,omitempty"`
-	}
-	// Newest first until the cap, then back in order: the cost follows the
-	// cap, not the length of the session.
-	var tail []json.RawMessage
-	size := 2
-	for i := len(a.msgs) - 1; i >= 0; i-- {
-		m := &a.msgs[i]
-		var x msg
-		switch m.Role {
-		case "user", "assistant":
-			x = msg{Role: m.Role, Content: m.Text}
-		case "tool":
-			x = msg{Role: "tool", Name: m.Name, Content: m.Content}
-		default:
-			continue
-		}
-		b, _ := json.Marshal(x)
-		if size+len(b)+1 > MaxHistory {
-			break
-		}
-		size += len(b) + 1
-		tail = append(tail, b)
-	}
-	slices.Reverse(tail)
-	if len(tail) == 0 {
-		return "[]"
-	}
-	b, _ := json.Marshal(tail)
-	return string(b)
-}
-
-// MaxPromptHistory bounds the history handed to the prompt builder: the
-// newest messages up to this much content (far above any window's budget;
-// the builder then fits what the window allows, newest first — W9).
-const MaxPromptHistory = 64 << 20
-
-// historyMsgs is the conversation so far as runprep sees it — exactly what
-// `ctx agent prompt` reads from messages.jsonl (R4).
-func (a *Actor) historyMsgs() []runprep.Message {
-	i, size := len(a.msgs), 0
-	for i > 0 && size+len(a.msgs[i-1].Text)+len(a.msgs[i-1].Content) <= MaxPromptHistory {
-		size += len(a.msgs[i-1].Text) + len(a.msgs[i-1].Content)
-		i--
-	}
-	return runprep.History(a.msgs[i:])
-}
-
 func (a *Actor) onResume(m *Request) {
 	lines := make([][]byte, len(a.recs))
 	for i := range a.recs {
@@ -607,7 +536,7 @@ func (a *Actor) onResume(m *Request) {
 	if a.active != nil {
 		id := a.active.id
 		ar = &id
-		a.keep.subs[id] = append(a.keep.subs[id], sub{conn: m.Conn})
+		a.keep.subs.add(id, sub{conn: m.Conn})
 	}
 	m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeCaughtUp, Session: a.key.Name, ActiveRun: ar})
 }
@@ -654,7 +583,7 @@ func (a *Actor) onRemoved(c actor.Context, m *removed) {
 	}
 	a.log.Info("session removed")
 	a.recs, a.msgs, a.reqs = nil, nil, map[string]*reqInfo{}
-	clear(a.keep.subs)
+	a.keep.subs.dropAll()
 	m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeAck, Session: a.key.Name, Op: ipc.OpRemove})
 	if len(a.stash) > 0 {
 		a.open(c) // requests that came during the removal start the new log
@@ -706,17 +635,11 @@ func (a *Actor) onCommitted(c actor.Context, rec store.Record) {
 	a.recs = append(a.recs, rec)
 	f := &rec.Frame
 	a.index(f)
-	for _, s := range a.keep.subs[f.Run] {
-		if s.replay {
-			s.conn.Send(ipc.MarkReplay(rec.Line))
-		} else {
-			s.conn.Send(rec.Line)
-		}
-	}
+	a.keep.subs.send(f.Run, rec.Line)
 	ac := a.active
 	if ac == nil || f.Run != ac.id {
 		if f.Type == ipc.TypeDone {
-			delete(a.keep.subs, f.Run)
+			a.keep.subs.drop(f.Run)
 		}
 		return
 	}
@@ -731,7 +654,7 @@ func (a *Actor) onCommitted(c actor.Context, rec store.Record) {
 			a.spawnRun(c)
 		}
 	case ipc.TypeDone:
-		delete(a.keep.subs, f.Run)
+		a.keep.subs.drop(f.Run)
 		for w, t := range ac.approvals {
 			t.Stop()
 			if ac.conn != nil {
@@ -765,12 +688,8 @@ func (a *Actor) onAppendFailed(c actor.Context, m *appendFailed) {
 	if a.exhausted {
 		msg = "the machine is out of resources; the session's log is intact and the next request tries again: " + m.err.Error()
 	}
-	for _, subs := range a.keep.subs {
-		for _, s := range subs {
-			a.reply(s.conn, a.brokenCode(), "", msg)
-		}
-	}
-	a.keep.subs = map[string][]sub{}
+	a.keep.subs.each(func(s sub) { a.reply(s.conn, a.brokenCode(), "", msg) })
+	a.keep.subs.dropAll()
 	for _, p := range a.queue {
 		for _, s := range p.subs {
 			a.reply(s.conn, a.brokenCode(), p.req.ID, msg)
@@ -797,24 +716,10 @@ func (a *Actor) onChildGone(c actor.Context, m *actor.Terminated) {
 }
 
 func (a *Actor) onConnClosed(c actor.Context, m *ConnClosed) {
-	for run, subs := range a.keep.subs {
-		kept := subs[:0]
-		for _, s := range subs {
-			if s.conn != m.Conn {
-				kept = append(kept, s)
-			}
-		}
-		a.keep.subs[run] = kept
-	}
+	a.keep.subs.dropConn(m.Conn)
 	q := a.queue[:0]
 	for _, p := range a.queue {
-		kept := p.subs[:0]
-		for _, s := range p.subs {
-			if s.conn != m.Conn {
-				kept = append(kept, s)
-			}
-		}
-		p.subs = kept
+		p.subs = without(p.subs, m.Conn)
 		if p.conn == m.Conn && len(p.subs) == 0 {
 			continue // nothing was recorded: the request simply never happened
 		}
