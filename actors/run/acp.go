@@ -242,7 +242,7 @@ func isSystemPath(p string) bool {
 func (a *Actor) onACPStarted(c actor.Context, m *acpStarted) {
 	a.startPending = false
 	if m.err != nil {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: m.code, Message: m.err.Error()}, ipc.StatusError)
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: exhaustedOr(m.err, m.code), Message: m.err.Error()}, ipc.StatusError)
 		a.maybeStop(c)
 		return
 	}

@@ -195,7 +195,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	}
 	if m.err != nil {
 		a.emit(c, &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest})
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeAgentInvalid, Message: m.err.Error()}, ipc.StatusError)
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: exhaustedOr(m.err, ipc.CodeAgentInvalid), Message: m.err.Error()}, ipc.StatusError)
 		return
 	}
 	a.enter(phaseRunning)
@@ -369,7 +369,7 @@ func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 	}
 	a.startPending = false
 	if m.err != nil {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: m.code, Message: m.err.Error()}, ipc.StatusError)
+		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: exhaustedOr(m.err, m.code), Message: m.err.Error()}, ipc.StatusError)
 		a.maybeStop(c)
 		return
 	}
@@ -805,4 +805,14 @@ func (a *Actor) killAll() {
 	if a.stop != nil {
 		a.stop()
 	}
+}
+
+// exhaustedOr is resource_exhausted when err is the machine running out
+// (EMFILE, ENFILE, ENOSPC, ENOMEM: issue 15 item 3 — not a broken
+// definition or sandbox), else code.
+func exhaustedOr(err error, code string) string {
+	if ipc.Exhausted(err) {
+		return ipc.CodeResourceExhausted
+	}
+	return code
 }
