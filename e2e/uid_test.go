@@ -94,7 +94,7 @@ func TestSocketPeerCredentials(t *testing.T) {
 	if !strings.Contains(string(out), `"type":"start"`) {
 		t.Errorf("the owner was not served: %s\n%s", out, log.String())
 	}
-	waitFor(t, "the refusal in the log", 5*time.Second, func() bool { return strings.Contains(log.String(), "refused a connection") })
+	waitFor(t, "the refusal in the log", 20*time.Second, func() bool { return strings.Contains(log.String(), "refused a connection") })
 	if !strings.Contains(log.String(), "uid=0") {
 		t.Errorf("refusal not logged with the uid:\n%s", log.String())
 	}
