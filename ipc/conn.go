@@ -19,6 +19,7 @@ const WriteTimeout = 10 * time.Second
 type item struct {
 	line   []byte
 	batch  [][]byte
+	log    *LogRange
 	replay bool
 }
 
@@ -86,6 +87,9 @@ func (k *Conn) write(it item) bool {
 	if it.line != nil {
 		_, err := k.c.Write(it.line)
 		return err == nil
+	}
+	if it.log != nil {
+		return k.writeLog(it.log, it.replay) == nil
 	}
 	bufs := make(net.Buffers, 0, len(it.batch))
 	for _, l := range it.batch {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/provider"
 	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -70,6 +71,10 @@ type defLoaded struct {
 	prep  *runprep.Prepared
 	perr  error
 	audit *audit
+	// disp is a model run's dispatcher (providers.json re-read for the
+	// run), or derr why it has none.
+	disp *provider.Dispatcher
+	derr error
 }
 
 // audited carries the run's host-code changes and the conclusion that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cortexfs/ctx/actors/tool"
 	"github.com/cortexfs/ctx/internal/envelope"
+	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/prompt"
 	"github.com/cortexfs/ctx/internal/provider"
 	"github.com/cortexfs/ctx/internal/runprep"
@@ -74,18 +76,26 @@ type modelDone struct {
 	budget bool // every candidate that could be used was ruled out by the budget
 }
 
-// startModel prepares a model run: the provider configuration (re-read per
-// run, so a rotated key is picked up) and tsh as the one native tool (K1).
-func (a *Actor) startModel(c actor.Context) {
-	cfg, err := provider.Load(a.cfg.Layout.Root, a.cfg.Layout.UID, os.Getenv)
-	if err == nil {
-		a.model = &model{}
-		a.model.disp, err = provider.NewDispatcher(cfg, provider.Options{Logger: a.log})
+// loadDispatcher reads the provider configuration — re-read per run, so a
+// rotated key is picked up — and builds the run's dispatcher. It reads
+// files, so it runs off the actor, beside the definition's load.
+func loadDispatcher(l layout.Layout, log *slog.Logger) (*provider.Dispatcher, error) {
+	cfg, err := provider.Load(l.Root, l.UID, os.Getenv)
+	if err != nil {
+		return nil, err
 	}
+	return provider.NewDispatcher(cfg, provider.Options{Logger: log})
+}
+
+// startModel starts a model run with the dispatcher loaded off the actor
+// (or concludes model_unavailable when there is none), tsh as the one
+// native tool (K1).
+func (a *Actor) startModel(c actor.Context, disp *provider.Dispatcher, err error) {
 	if err != nil {
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeModelUnavailable, Message: err.Error()}, ipc.StatusError)
 		return
 	}
+	a.model = &model{disp: disp}
 	for _, cd := range a.prep.Candidates {
 		a.model.cands = append(a.model.cands, cd.Model)
 	}

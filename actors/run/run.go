@@ -183,6 +183,11 @@ func (a *Actor) onStarted(c actor.Context) {
 		if err == nil {
 			m.audit = takeAudit(l, def, spec.Workspace)
 		}
+		if err == nil && m.perr == nil && def.Kind == agentdef.KindModel && spec.Op != ipc.OpTsh {
+			// A model run's providers, read here rather than on the
+			// actor (issue 17 item 2).
+			m.disp, m.derr = loadDispatcher(l, log)
+		}
 		root.Send(self, m)
 	}()
 }
@@ -243,7 +248,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		return
 	}
 	if a.def.Kind == agentdef.KindModel {
-		a.startModel(c)
+		a.startModel(c, m.disp, m.derr)
 		return
 	}
 	if a.def.ABI == agentdef.ABIACP {

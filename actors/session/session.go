@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,10 @@ func NewKeep() *Keep { return &Keep{subs: followers{}} }
 type reqInfo struct {
 	run, digest string
 	done        bool
+	// from is where the run's first line is in events.jsonl (-1 before
+	// it is committed), to where its done line ends: a replay (P4) reads
+	// them from the file, not from memory (issue 15 item 2).
+	from, to int64
 }
 
 type active struct {
@@ -80,8 +85,8 @@ type Actor struct {
 	// (Restarting) answers its client instead of leaving it waiting.
 	handling *Request
 
-	in      chan ipc.Frame // to the writer goroutine
-	flushed chan struct{}  // closed when the writer is done
+	in      *frameQueue   // to the writer goroutine; never blocks the actor
+	flushed chan struct{} // closed when the writer is done
 	ready   bool
 	broken  error
 	// exhausted: broken by a full machine (descriptors, disk, memory), not
@@ -94,11 +99,18 @@ type Actor struct {
 	// vacant: the session was removed; the next request opens a new log.
 	vacant bool
 
-	recs   []store.Record
-	msgs   []store.Message // the conversation (messages.jsonl), derived from recs
-	reqs   map[string]*reqInfo
-	active *active
-	queue  []*pending
+	// Bounded memory while active (issue 15 item 2): the log's lines stay
+	// in events.jsonl and are served from there (resume, P4 replay); the
+	// actor keeps the request-id index, the newest messages the history
+	// window can use, and where the log ends.
+	events   string          // events.jsonl's path
+	seq      int64           // the last committed seq
+	end      int64           // where the last committed line ends
+	msgs     []store.Message // the conversation's newest messages (messages.jsonl), see trimHistory
+	msgsSize int             // their Text and Content bytes
+	reqs     map[string]*reqInfo
+	active   *active
+	queue    []*pending
 }
 
 // Receive only dispatches.
@@ -204,7 +216,7 @@ func (a *Actor) onIdle(c actor.Context) {
 // the stash until it is opened.
 func (a *Actor) open(c actor.Context) {
 	a.ready, a.broken = false, nil
-	a.recs, a.msgs = nil, nil
+	a.seq, a.end, a.msgs, a.msgsSize = 0, 0, nil, 0
 	a.reqs = map[string]*reqInfo{}
 	self, root, dir, name, log := c.Self(), c.ActorSystem().Root, a.dir, a.key.Name, a.log
 	token, keep := new(int), a.keep
@@ -246,23 +258,23 @@ func (a *Actor) onOpened(c actor.Context, m *opened) {
 		a.broken, a.exhausted = m.err, ipc.Exhausted(m.err)
 		a.log.Error("session log unusable", "err", m.err, "resource_exhausted", a.exhausted)
 	} else {
-		a.reqs, a.msgs = map[string]*reqInfo{}, nil
-		a.recs = m.recs
-		a.in = make(chan ipc.Frame, 256)
+		a.reqs, a.msgs, a.msgsSize = map[string]*reqInfo{}, nil, 0
+		a.seq, a.end = 0, 0
+		a.events = filepath.Join(a.dir, store.EventsFile)
+		a.in = newFrameQueue()
 		a.flushed = make(chan struct{})
 		keep := a.keep
-		go func(l *store.Log, in <-chan ipc.Frame, flushed chan<- struct{}, root *actor.RootContext, self *actor.PID) {
+		go func(l *store.Log, in *frameQueue, flushed chan<- struct{}, root *actor.RootContext, self *actor.PID) {
 			defer keep.owner.Unlock()
 			writer(l, in, flushed, root, self)
 		}(m.log, a.in, a.flushed, c.ActorSystem().Root, c.Self())
-		a.recover()
+		a.recover(m.recs)
 		// Clients that followed a run of a crashed incarnation get its
 		// host-written conclusion (the log now ends it).
 		for _, run := range a.keep.subs.runs() {
 			if ri := a.reqsByRun(run); ri != nil && ri.done {
-				lines := a.runLines(run)
-				if n := len(lines); n >= 2 {
-					a.keep.subs.sendBatch(run, lines[n-2:])
+				if lines := lastLines(m.recs, run, 2); len(lines) == 2 {
+					a.keep.subs.sendBatch(run, lines)
 				}
 				a.keep.subs.drop(run)
 			}
@@ -285,41 +297,24 @@ func (a *Actor) brokenCode() string {
 	return ipc.CodeSessionCorrupt
 }
 
-// writer is the session's one log writer. It owns the Log and stops when in
-// is closed, after closing the files.
-func writer(l *store.Log, in <-chan ipc.Frame, flushed chan<- struct{}, root *actor.RootContext, self *actor.PID) {
-	defer close(flushed)
-	defer l.Close()
-	for f := range in {
-		batch := []ipc.Frame{f}
-	drain: // group commit: whatever is already queued shares one fsync
-		for len(batch) < 64 {
-			select {
-			case g, ok := <-in:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, g)
-			default:
-				break drain
-			}
-		}
-		recs, err := l.AppendBatch(batch)
-		if err != nil {
-			root.Send(self, &appendFailed{err: err})
-			continue
-		}
-		for _, rec := range recs {
-			root.Send(self, &committed{rec: rec})
-		}
+// recover rebuilds the request-id index and the history from the log's
+// records, which are not kept.
+func (a *Actor) recover(recs []store.Record) {
+	for i := range recs {
+		a.index(&recs[i])
 	}
 }
 
-// recover rebuilds the request-id index from the log.
-func (a *Actor) recover() {
-	for i := range a.recs {
-		a.index(&a.recs[i].Frame)
+// lastLines returns the last n stored lines of one run in recs.
+func lastLines(recs []store.Record, run string, n int) [][]byte {
+	var out [][]byte
+	for i := len(recs) - 1; i >= 0 && len(out) < n; i-- {
+		if recs[i].Frame.Run == run {
+			out = append(out, recs[i].Line)
+		}
 	}
+	slices.Reverse(out)
+	return out
 }
 
 // concludeInterrupted appends a host error + done for every run the log
@@ -372,20 +367,43 @@ func (a *Actor) reqsByRun(run string) *reqInfo {
 	return nil
 }
 
-func (a *Actor) index(f *ipc.Frame) {
+// index takes in one committed record: the log's end, the request-id
+// index with where each run's lines are, and the conversation.
+func (a *Actor) index(rec *store.Record) {
+	f := &rec.Frame
+	a.seq, a.end = f.Seq, rec.End()
 	if m := store.MessageOf(f); m != nil {
-		a.msgs = append(a.msgs, *m) // the conversation, kept as it commits
+		a.addMessage(*m) // the conversation, kept as it commits
 	}
 	switch f.Type {
 	case ipc.TypeUser, ipc.TypeStart:
-		if ri := a.reqs[f.ID]; ri == nil && f.ID != "" {
-			a.reqs[f.ID] = &reqInfo{run: f.Run, digest: f.Digest}
+		ri := a.reqs[f.ID]
+		if ri == nil && f.ID != "" {
+			ri = &reqInfo{run: f.Run, digest: f.Digest, from: -1}
+			a.reqs[f.ID] = ri
+		}
+		if ri != nil && ri.run == f.Run && ri.from < 0 {
+			ri.from = rec.Off
 		}
 	case ipc.TypeDone:
 		if ri := a.reqs[f.ID]; ri != nil && ri.run == f.Run {
-			ri.done = true
+			ri.done, ri.to = true, rec.End()
 		}
 	}
+}
+
+// runLog is where the stored lines of the run of ri are: its own lines in
+// events.jsonl from its first to its done (or, while it runs, to the
+// log's committed end).
+func (a *Actor) runLog(ri *reqInfo) ipc.LogRange {
+	if ri.from < 0 {
+		return ipc.LogRange{} // nothing committed yet
+	}
+	to := a.end
+	if ri.done {
+		to = ri.to
+	}
+	return ipc.LogRange{Path: a.events, From: ri.from, To: to, Run: ri.run}
 }
 
 func (a *Actor) onRequest(c actor.Context, m *Request) {
@@ -432,7 +450,7 @@ func (a *Actor) onSend(c actor.Context, m *Request) {
 			return
 		}
 		// spec: P4 — replay the durable frames; never run twice.
-		m.Conn.SendBatch(a.runLines(ri.run), true)
+		m.Conn.SendLog(a.runLog(ri), true)
 		if !ri.done {
 			a.keep.subs.add(ri.run, sub{conn: m.Conn, replay: true})
 		}
@@ -465,8 +483,8 @@ func (a *Actor) onSend(c actor.Context, m *Request) {
 
 func (a *Actor) start(c actor.Context, p *pending) {
 	req := p.req
-	id := newRunID(a.lastSeq())
-	a.reqs[req.ID] = &reqInfo{run: id, digest: req.Digest()}
+	id := newRunID(a.seq)
+	a.reqs[req.ID] = &reqInfo{run: id, digest: req.Digest(), from: -1}
 	a.keep.subs.add(id, p.subs...)
 	input := ""
 	if req.Input != nil {
@@ -501,37 +519,17 @@ func (a *Actor) spawnRun(c actor.Context) {
 	ac.pid = pid
 }
 
-func (a *Actor) lastSeq() int64 {
-	if n := len(a.recs); n > 0 {
-		return a.recs[n-1].Frame.Seq
-	}
-	return 0
-}
-
 func newRunID(seq int64) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return "run-" + strconv.FormatInt(seq+1, 10) + "-" + hex.EncodeToString(b[:])
 }
 
-// runLines returns the stored lines of one run. The slice elements are
-// never modified, so the batch may be written by another goroutine.
-func (a *Actor) runLines(id string) [][]byte {
-	var out [][]byte
-	for i := range a.recs {
-		if a.recs[i].Frame.Run == id {
-			out = append(out, a.recs[i].Line)
-		}
-	}
-	return out
-}
-
+// onResume streams the whole committed log from events.jsonl — served by
+// the connection's writer, not held by the actor (issue 15 item 2) — then
+// caught_up, then the active run's frames as they commit.
 func (a *Actor) onResume(m *Request) {
-	lines := make([][]byte, len(a.recs))
-	for i := range a.recs {
-		lines[i] = a.recs[i].Line
-	}
-	m.Conn.SendBatch(lines, false)
+	m.Conn.SendLog(ipc.LogRange{Path: a.events, From: 0, To: a.end}, false)
 	var ar *string
 	if a.active != nil {
 		id := a.active.id
@@ -559,7 +557,7 @@ func (a *Actor) onRemove(c actor.Context, m *Request) {
 	in, flushed := a.in, a.flushed
 	a.in = nil
 	if in != nil {
-		close(in) // the writer writes what it holds, closes the files, then closes flushed
+		in.close() // the writer writes what it holds, closes the files, then closes flushed
 	}
 	self, root, l, key, conn := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.key, m.Conn
 	go func() {
@@ -582,7 +580,7 @@ func (a *Actor) onRemoved(c actor.Context, m *removed) {
 		return
 	}
 	a.log.Info("session removed")
-	a.recs, a.msgs, a.reqs = nil, nil, map[string]*reqInfo{}
+	a.seq, a.end, a.msgs, a.msgsSize, a.reqs = 0, 0, nil, 0, map[string]*reqInfo{}
 	a.keep.subs.dropAll()
 	m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeAck, Session: a.key.Name, Op: ipc.OpRemove})
 	if len(a.stash) > 0 {
@@ -632,9 +630,8 @@ func (a *Actor) onEmit(c actor.Context, m *run.Emit) {
 }
 
 func (a *Actor) onCommitted(c actor.Context, rec store.Record) {
-	a.recs = append(a.recs, rec)
+	a.index(&rec)
 	f := &rec.Frame
-	a.index(f)
 	a.keep.subs.send(f.Run, rec.Line)
 	ac := a.active
 	if ac == nil || f.Run != ac.id {
@@ -791,7 +788,7 @@ func (a *Actor) closeWriter(_ error) {
 	if a.in == nil {
 		return
 	}
-	close(a.in)
+	a.in.close()
 	select {
 	case <-a.flushed:
 	case <-time.After(5 * time.Second):
@@ -804,6 +801,6 @@ func (a *Actor) closeWriter(_ error) {
 func (a *Actor) append(f ipc.Frame) {
 	f.Session = a.key.Name
 	if a.in != nil {
-		a.in <- f
+		a.in.push(f)
 	}
 }

@@ -37,8 +37,9 @@ type StatusResponse struct {
 // adopted: the launch receipt found at start was checked (err wraps ErrGone
 // when its process is gone).
 type adopted struct {
-	rec Receipt
-	err error
+	rec  Receipt
+	err  error
+	none bool // there was no (readable) launch receipt: nothing to adopt
 }
 
 // launched: a start finished (the launch receipt and agent.start event are

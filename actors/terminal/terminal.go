@@ -97,17 +97,20 @@ func (a *Actor) Receive(c actor.Context) {
 func (a *Actor) onStarted(c actor.Context) {
 	a.log = a.cfg.Log.With("actor", "terminal", "agent", a.agent, "session", a.session)
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	rec, err := ReadReceipt(LaunchReceiptPath(a.cfg.Layout, a.agent, a.session))
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			a.log.Warn("unreadable launch receipt; ignoring it", "err", err)
-		}
-		return
-	}
-	// A launch receipt from an earlier daemon (or actor): adopt its process.
+	// A launch receipt from an earlier daemon (or actor) is adopted. Reading
+	// it is file I/O, so it happens off the actor like the adoption itself;
+	// starts and stops wait for it (issue 17 item 2).
 	a.adopting = true
+	l, agent, session, launcher, log := a.cfg.Layout, a.agent, a.session, a.launcher, a.log
 	a.goSend(c, func(ctx context.Context) any {
-		return &adopted{rec: rec, err: a.launcher.Adopt(ctx, rec)}
+		rec, err := ReadReceipt(LaunchReceiptPath(l, agent, session))
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				log.Warn("unreadable launch receipt; ignoring it", "err", err)
+			}
+			return &adopted{none: true}
+		}
+		return &adopted{rec: rec, err: launcher.Adopt(ctx, rec)}
 	})
 }
 
@@ -126,6 +129,11 @@ func (a *Actor) goSend(c actor.Context, work func(ctx context.Context) any) {
 
 func (a *Actor) onAdopted(c actor.Context, m *adopted) {
 	a.adopting = false
+	if m.none {
+		a.replayStarts(c)
+		a.replayStops(c)
+		return
+	}
 	if m.err != nil {
 		// The process ended while no daemon watched it.
 		a.log.Info("terminal from the launch receipt is gone", "pid", m.rec.PID, "generation", m.rec.Generation, "err", m.err)
@@ -163,8 +171,7 @@ func (a *Actor) onStart(c actor.Context, to *actor.PID, m *Start) {
 		return
 	}
 	if a.rec != nil {
-		st, err := Describe(a.cfg.Layout, a.agent, a.session)
-		a.reply(c, to, &StartResponse{Status: st, Already: true, Err: err})
+		a.describeTo(c, []pendingStart{{to: to, msg: m}}, true)
 		return
 	}
 	a.starting = true
@@ -193,11 +200,26 @@ func (a *Actor) onLaunched(c actor.Context, m *launched) {
 	a.rec = &m.rec
 	a.held = m.held // released once this generation has ended
 	a.watch(c, m.rec)
-	st, err := Describe(a.cfg.Layout, a.agent, a.session)
-	for i, p := range starts {
-		a.reply(c, p.to, &StartResponse{Status: st, Already: i > 0, Err: err})
-	}
+	a.describeTo(c, starts, false)
 	a.replayStops(c)
+}
+
+// describeTo answers starts with the resource's status, read off the actor
+// (issue 17 item 2). Every start but the first of a launch is Already;
+// all are when already is set (the terminal was running).
+func (a *Actor) describeTo(c actor.Context, starts []pendingStart, already bool) {
+	l, agent, session := a.cfg.Layout, a.agent, a.session
+	root := c.ActorSystem().Root
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		st, err := Describe(l, agent, session)
+		for i, p := range starts {
+			if p.to != nil {
+				root.Send(p.to, &StartResponse{Status: st, Already: already || i > 0, Err: err})
+			}
+		}
+	}()
 }
 
 func (a *Actor) watch(c actor.Context, rec Receipt) {

@@ -45,7 +45,13 @@ var syncFile = (*os.File).Sync
 type Record struct {
 	Frame ipc.Frame
 	Line  []byte // with trailing newline
+	// Off is where Line starts in events.jsonl: the log's committed lines
+	// never move, so a reader can serve them from the file (issue 15 item 2).
+	Off int64
 }
+
+// End is the offset just past the record's line.
+func (r *Record) End() int64 { return r.Off + int64(len(r.Line)) }
 
 // Log is an open session log. It is not safe for concurrent use: the session
 // actor's writer goroutine owns it.
@@ -54,6 +60,7 @@ type Log struct {
 	events   *os.File
 	messages *os.File
 	seq      int64
+	size     int64 // events.jsonl's length: where the next line goes
 	failed   error // a failed write: every later append is refused
 	// messagesErr is the first failed write of messages.jsonl: no line is
 	// written after a gap; Open rebuilds the file.
@@ -92,7 +99,7 @@ func Open(dir string) (*Log, []Record, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("session log %s: %w", path, err)
 	}
-	l := &Log{dir: dir, events: f}
+	l := &Log{dir: dir, events: f, size: int64(len(data))}
 	if n := len(recs); n > 0 {
 		l.seq = recs[n-1].Frame.Seq
 	}
@@ -131,11 +138,13 @@ func keepBroken(dir string, torn []byte) error {
 
 func parse(data []byte, path string) ([]Record, error) {
 	var recs []Record
-	var prev int64
+	var prev, off int64
 	for n := 1; len(data) > 0; n++ {
 		i := bytes.IndexByte(data, '\n')
 		line := data[:i+1]
 		data = data[i+1:]
+		at := off
+		off += int64(len(line))
 		var f ipc.Frame
 		if err := json.Unmarshal(line, &f); err != nil || f.Type == "" || f.Seq <= prev {
 			why := "not a frame"
@@ -147,7 +156,7 @@ func parse(data []byte, path string) ([]Record, error) {
 			return nil, fmt.Errorf("%s:%d: %s: %w", path, n, why, ErrCorrupt)
 		}
 		prev = f.Seq
-		recs = append(recs, Record{Frame: f, Line: line})
+		recs = append(recs, Record{Frame: f, Line: line, Off: at})
 	}
 	return recs, nil
 }
@@ -199,7 +208,8 @@ func (l *Log) AppendBatch(fs []ipc.Frame) ([]Record, error) {
 		}
 		l.seq = f.Seq
 		sync = sync || IsCommitPoint(f.Type)
-		recs = append(recs, Record{Frame: f, Line: line})
+		recs = append(recs, Record{Frame: f, Line: line, Off: l.size})
+		l.size += int64(len(line))
 	}
 	if sync && !l.NoSync {
 		if err := syncFile(l.events); err != nil {

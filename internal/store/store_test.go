@@ -361,3 +361,47 @@ func TestMessageOf(t *testing.T) {
 		}
 	}
 }
+
+// Every record says where its line is in events.jsonl, after Open (with a
+// torn line cut) and after appends, so committed lines can be served from
+// the file instead of memory (issue 15 item 2).
+func TestRecordOffsets(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := mustOpen(t, dir)
+	if _, err := l.AppendBatch(runFrames("run-1", "r1")); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	path := filepath.Join(dir, EventsFile)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(`{"type":"delta","se`) // torn
+	f.Close()
+	l, recs := mustOpen(t, dir)
+	more, err := l.AppendBatch(runFrames("run-2", "r2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append(recs, more...)
+	if len(all) != 14 {
+		t.Fatalf("%d records", len(all))
+	}
+	var at int64
+	for i := range all {
+		r := &all[i]
+		if r.Off != at || !bytes.Equal(data[r.Off:r.End()], r.Line) {
+			t.Fatalf("record %d: off %d (want %d), file has %q, record %q", i, r.Off, at, data[r.Off:min(r.End(), int64(len(data)))], r.Line)
+		}
+		at = r.End()
+	}
+	if at != int64(len(data)) {
+		t.Fatalf("records end at %d, file is %d bytes", at, len(data))
+	}
+}
