@@ -43,10 +43,15 @@ type Actor struct {
 	cancels  map[int]*pendingCancel // broadcast cancels waiting for every session's answer
 	token    int
 	keeps    map[session.Key]*session.Keep
-	// routed counts requests sent to each session actor (by actor id);
-	// incarnation numbers a key's actors after passivations (issue 15 item 1).
+	// routed counts requests sent to each session actor (by actor id).
+	// A passivated session actor may still hold its name while it stops:
+	// passivating holds each such actor (by id) and how many a key has, so
+	// the next incarnation takes a fresh name only then, and nothing here
+	// grows with the number of passivations (issue 15 item 1).
 	routed      map[string]int
-	incarnation map[session.Key]int
+	passivating map[string]session.Key
+	stoppingN   map[session.Key]int
+	spawnSeq    int
 
 	// live is every accepted connection (idle ones included), touched by the
 	// accept and reader goroutines and by onStopping, under liveMu.
@@ -92,6 +97,8 @@ func (a *Actor) Receive(c actor.Context) {
 		// sessions were stopped first (they conclude an active run as
 		// interrupted, not as a shutdown's cancel). issue 15 item 5
 		a.onStopping()
+	case *stateSizes:
+		c.Respond(&sizes{len(a.sessions), len(a.keeps), len(a.routed), len(a.passivating), len(a.stoppingN)})
 	case *actor.Stopped:
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
@@ -105,9 +112,10 @@ func (a *Actor) onStarted(c actor.Context) {
 	a.sessions = map[session.Key]*actor.PID{}
 	a.cancels = map[int]*pendingCancel{}
 	a.routed = map[string]int{}
+	a.passivating = map[string]session.Key{}
+	a.stoppingN = map[session.Key]int{}
 	if a.keeps == nil {
 		a.keeps = map[session.Key]*session.Keep{}
-		a.incarnation = map[session.Key]int{}
 	}
 	l := a.cfg.Layout
 	a.wg.Add(1)
@@ -400,8 +408,9 @@ func (a *Actor) sessionPID(c actor.Context, key session.Key) *actor.PID {
 		a.keeps[key] = keep
 	}
 	name := key.Scope + ":" + key.Name
-	if n := a.incarnation[key]; n > 0 {
-		name += "~" + strconv.Itoa(n) // the passivated one may still hold its name while it stops
+	if a.stoppingN[key] > 0 {
+		a.spawnSeq++
+		name += "~" + strconv.Itoa(a.spawnSeq) // the passivated one still holds its name
 	}
 	pid, err := c.SpawnNamed(session.Props(a.cfg, key, keep), name)
 	if err != nil {
@@ -432,12 +441,21 @@ func (a *Actor) onSessionIdle(c actor.Context, m *session.Idle) {
 	delete(a.sessions, m.Key)
 	delete(a.keeps, m.Key)
 	delete(a.routed, pid.Id)
-	a.incarnation[m.Key]++
+	a.passivating[pid.Id] = m.Key
+	a.stoppingN[m.Key]++
 	c.Stop(pid)
 	a.log.Debug("session passivated", "scope", m.Key.Scope, "session", m.Key.Name)
 }
 
 func (a *Actor) onChildGone(m *actor.Terminated) {
+	if k, ok := a.passivating[m.Who.Id]; ok {
+		delete(a.passivating, m.Who.Id)
+		if a.stoppingN[k]--; a.stoppingN[k] <= 0 {
+			delete(a.stoppingN, k)
+		}
+		return
+	}
+	delete(a.routed, m.Who.Id)
 	for k, pid := range a.sessions {
 		if pid.Equal(m.Who) {
 			delete(a.sessions, k)

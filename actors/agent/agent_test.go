@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bufio"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -45,5 +47,62 @@ func TestStopWithIdleConnection(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
 		t.Errorf("agent actor did not stop with one idle client connected: %v", err)
+	}
+}
+
+// TestPassivationLeavesNothingBehind: sessions that come and go through
+// passivation leave no entry in the agent actor's maps, however many
+// there were (issue 15 item 1: idle sessions cost nothing).
+func TestPassivationLeavesNothingBehind(t *testing.T) {
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }))
+	root, rt := t.TempDir(), t.TempDir()
+	os.MkdirAll(root+"/agent", 0o755)
+	cfg := &config.Config{Layout: layout.Layout{Root: root, Runtime: rt, UID: os.Getuid()}, Log: discard, Procs: &sync.WaitGroup{},
+		CancelGrace: 100 * time.Millisecond, ApprovalTimeout: time.Second, SessionIdle: 20 * time.Millisecond}
+	pid, err := sys.Root.SpawnNamed(Props(cfg, "a"), "agent/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sys.Root.StopFuture(pid).Wait() }()
+	var c net.Conn
+	for i := 0; i < 100; i++ {
+		if c, err = net.Dial("unix", cfg.Layout.RuntimeAgentSocket("a")); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lines := bufio.NewScanner(c)
+	ask := func() *sizes {
+		r, err := sys.Root.RequestFuture(pid, &stateSizes{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*sizes)
+	}
+	const n = 40
+	for round := 0; round < 2; round++ { // the second round meets passivated names again
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(c, `{"op":"resume","session":"s%d"}`+"\n", i)
+			if !lines.Scan() {
+				t.Fatalf("no answer to resume s%d: %v", i, lines.Err())
+			}
+		}
+		if s := ask(); s.sessions == 0 {
+			t.Fatalf("round %d: no live session right after %d requests: %+v", round, n, *s)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		s := ask()
+		for *s != (sizes{}) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			s = ask()
+		}
+		if *s != (sizes{}) {
+			t.Fatalf("round %d: after every session passivated the agent actor still holds %+v", round, *s)
+		}
 	}
 }

@@ -22,3 +22,9 @@ type relisten struct{}
 // sessionsFound lists sessions whose log shows a run without done; their
 // actors are started at once so the interrupted runs are concluded (L4).
 type sessionsFound struct{ keys [][2]string }
+
+// stateSizes asks the actor how many entries its per-session maps hold; it
+// answers with a sizes (tests prove nothing grows with passivations).
+type stateSizes struct{}
+
+type sizes struct{ sessions, keeps, routed, passivating, stopping int }
