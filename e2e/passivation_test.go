@@ -74,3 +74,27 @@ func TestIdleSessionsArePassivated(t *testing.T) {
 		t.Fatal("nothing appended by the new request")
 	}
 }
+
+// TestQuietRunThenPassivation: a run that sends nothing for longer than
+// CTX_SESSION_IDLE (a long tool call, a slow model) does not keep its
+// session alive once it is done. issue 15 item 1 (found by the chaos test)
+func TestQuietRunThenPassivation(t *testing.T) {
+	w := newWorld(t)
+	w.start("CTX_SESSION_IDLE=200ms")
+	w.agent("p", nil)
+	c := w.dial("p")
+	c.send(map[string]any{"op": "ping"})
+	c.must(5 * time.Second)
+	base := w.openFDs()
+	c.send(sendReq("q1", "sleep 1", "session", "quiet"))
+	if got := c.until("done", 20*time.Second); got[len(got)-1].Status != "ok" {
+		t.Fatalf("send: %v", types(got))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.openFDs() > base && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := w.openFDs(); got > base {
+		t.Fatalf("descriptors %d, %d before the run: the session that was busy when its idle timer fired was never passivated", got, base)
+	}
+}

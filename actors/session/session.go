@@ -203,6 +203,10 @@ func (a *Actor) onStarted(c actor.Context) {
 // queue and no follower offers to passivate: the parent stops it unless a
 // request is on its way, and the next request re-creates it from its log.
 func (a *Actor) onIdle(c actor.Context) {
+	// protoactor cancels a receive timeout once it fired: arm it again, or
+	// a session that was busy when it fired (a run quiet for longer than
+	// SessionIdle) would never passivate (found by the chaos test).
+	c.SetReceiveTimeout(a.cfg.SessionIdle)
 	if !a.ready || a.active != nil || len(a.queue) > 0 || len(a.stash) > 0 {
 		return
 	}

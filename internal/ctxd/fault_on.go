@@ -3,9 +3,15 @@
 package ctxd
 
 import (
+	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
+	"sync"
+	"syscall"
 )
 
 // faultHook (test builds only, -tags ctxfault) panics at fault points:
@@ -16,10 +22,17 @@ import (
 //     chaos test arms actors this way while a daemon runs; issue 15 item 5).
 //
 // Points: run.start, run.tool_call, session.request, agent.incoming.
+//
+// With CTX_FAULT_DIR set, SIGUSR2 makes the daemon write its goroutine
+// count (first line) and their stacks to CTX_FAULT_DIR/goroutines, so the
+// chaos test can tell a leaked goroutine from one still finishing.
 func faultHook() func(string) {
 	spec, dir := os.Getenv("CTX_FAULT"), os.Getenv("CTX_FAULT_DIR")
 	if spec == "" && dir == "" {
 		return nil
+	}
+	if dir != "" {
+		probeOnce.Do(func() { go goroutineProbe(dir) })
 	}
 	points := map[string]bool{}
 	for _, p := range strings.Split(spec, ",") {
@@ -33,6 +46,24 @@ func faultHook() func(string) {
 		}
 		if dir != "" && os.Remove(filepath.Join(dir, point)) == nil {
 			panic("injected fault at " + point + " (armed once)")
+		}
+	}
+}
+
+var probeOnce sync.Once
+
+// goroutineProbe lives as long as the (test build's) process: one
+// goroutine, counted in what it reports.
+func goroutineProbe(dir string) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR2)
+	for range ch {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d\n", runtime.NumGoroutine())
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		tmp := filepath.Join(dir, ".goroutines.tmp")
+		if os.WriteFile(tmp, []byte(b.String()), 0o600) == nil {
+			_ = os.Rename(tmp, filepath.Join(dir, "goroutines"))
 		}
 	}
 }

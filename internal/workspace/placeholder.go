@@ -23,6 +23,15 @@ import (
 type Registry struct {
 	mu   sync.Mutex
 	held map[phKey]*placeholder
+	// dirs holds one descriptor per directory with placeholders, shared by
+	// them: a sandbox holds one descriptor per workspace, not one per
+	// protected name (issue 15: descriptors independent of the load).
+	dirs map[safefs.Identity]*heldDir
+}
+
+type heldDir struct {
+	f    *os.File
+	refs int // placeholders in it
 }
 
 type phKey struct {
@@ -34,11 +43,13 @@ type placeholder struct {
 	refs   int
 	id     safefs.Identity
 	dir    bool
-	parent *os.File // held until removal: the caller's descriptors close at the start
+	parent *os.File // held (shared in Registry.dirs) until removal: the caller's descriptors close at the start
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{held: map[phKey]*placeholder{}} }
+func NewRegistry() *Registry {
+	return &Registry{held: map[phKey]*placeholder{}, dirs: map[safefs.Identity]*heldDir{}}
+}
 
 // Acquire returns an O_PATH descriptor of rel below top to bind read-only:
 // the existing file or directory, or a placeholder created now (a
@@ -92,8 +103,14 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, re
 	case created || signature(parent, name, id) >= 0:
 		// Ours: created now, or left by a crashed daemon.
 		_, isDir := isDirID(parent, name)
-		p = &placeholder{refs: 1, id: id, dir: isDir, parent: parent}
-		keep = true
+		d := r.dirs[pid]
+		if d == nil {
+			d = &heldDir{f: parent}
+			r.dirs[pid] = d
+			keep = true
+		}
+		d.refs++
+		p = &placeholder{refs: 1, id: id, dir: isDir, parent: d.f}
 		r.held[k] = p
 	default:
 		return f, func() {}, nil // a real file: bound read-only, never removed
@@ -114,7 +131,14 @@ func (r *Registry) release(k phKey) {
 	}
 	delete(r.held, k)
 	parent := p.parent
-	defer parent.Close()
+	if d := r.dirs[k.dir]; d != nil {
+		defer func() {
+			if d.refs--; d.refs <= 0 {
+				delete(r.dirs, k.dir)
+				d.f.Close()
+			}
+		}()
+	}
 	if signature(parent, k.name, p.id) < 0 {
 		return // changed since: not ours any more
 	}

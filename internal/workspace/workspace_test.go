@@ -293,3 +293,47 @@ func BenchmarkPrepare(b *testing.B) {
 		}
 	}
 }
+
+// fdsOn counts this process's descriptors open on path.
+func fdsOn(path string) int {
+	n := 0
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == path {
+			n++
+		}
+	}
+	return n
+}
+
+// Placeholders in one directory share one held descriptor of it, released
+// with the last of them (issue 15: a live sandbox holds descriptors per
+// workspace, not per protected name).
+func TestPlaceholdersShareTheirDirectory(t *testing.T) {
+	ws := t.TempDir()
+	d, _ := Open(ws, Options{Homes: []string{}})
+	defer d.Close()
+	before := fdsOn(ws)
+	r := NewRegistry()
+	var rels []func()
+	for _, name := range []string{".git", ".envrc", ".mcp.json", ".idea", ".vscode"} {
+		f, rel, err := r.Acquire(d.File, name, IsDirName(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		rels = append(rels, rel)
+	}
+	if got := fdsOn(ws); got != before+1 {
+		t.Errorf("5 placeholders hold %d descriptors of their directory, want 1", got-before)
+	}
+	for _, rel := range rels {
+		rel()
+	}
+	if got := fdsOn(ws); got != before {
+		t.Errorf("after every release %d descriptors of the directory are open, want %d", got, before)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Errorf("placeholders left: %v", ents)
+	}
+}
