@@ -171,18 +171,13 @@ func TestFewDescriptorsIsNotCorruption(t *testing.T) {
 		for {
 			f := c.must(60 * time.Second)
 			switch {
-			case f.Type == "error" && (f.Code == "agent_invalid" || f.Code == "sandbox_unavailable") && strings.Contains(f.Message, "too many open files"):
-				// KNOWN, not fixed here (actors/run is being refactored in
-				// another branch): the run actor answers a failure to read
-				// the definition agent_invalid (onDefLoaded) and a failure
-				// to start the sandbox sandbox_unavailable (the stepStarted
-				// sends and the conclusion after them), EMFILE included;
-				// both should be resource_exhausted when ipc.Exhausted(err).
-				// Tighten this case to an error once that is fixed.
-				codes["known "+f.Code]++
-				t.Logf("known misclassification (actors/run): %s", f.raw)
 			case f.Type == "error" && f.Seq > 0 && f.Code != "resource_exhausted":
+				// The run actor's definition load and sandbox start name the
+				// machine running out too, not agent_invalid or
+				// sandbox_unavailable (issue 15 item 3).
 				t.Errorf("a run at the descriptor limit: %s, want resource_exhausted", f.raw)
+			case f.Type == "error" && f.Seq > 0 && f.Code == "resource_exhausted":
+				codes["run "+f.Code]++
 			case f.Type == "done":
 				codes["done "+f.Status]++
 				if f.Status == "ok" && len(refused) == 0 {

@@ -141,12 +141,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wdCtx, stopWD := context.WithCancel(ctx)
 	wdDone := make(chan struct{})
 	go func() { defer close(wdDone); runWatchdog(wdCtx) }()
+	memDone := make(chan struct{})
+	go func() { defer close(memDone); returnMemory(wdCtx, cfg, memoryEvery, memoryWave) }()
 	cfg.Log.Info("daemon ready", "root", l.Root, "runtime", l.Runtime, "bwrap", bw, "launcher", launcher.Name(), "pid", os.Getpid())
 	notifyReady(cfg.Log) // STYLE 7: READY after the sockets are bound
 	<-ctx.Done()
 	notifyStopping()
 	stopWD()
 	<-wdDone
+	<-memDone
 	cfg.Log.Info("daemon shutting down")
 	ln.Close()
 	<-warmed

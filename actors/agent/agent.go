@@ -444,6 +444,7 @@ func (a *Actor) onSessionIdle(c actor.Context, m *session.Idle) {
 	a.passivating[pid.Id] = m.Key
 	a.stoppingN[m.Key]++
 	c.Stop(pid)
+	a.cfg.Passivated()
 	a.log.Debug("session passivated", "scope", m.Key.Scope, "session", m.Key.Name)
 }
 

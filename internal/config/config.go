@@ -36,6 +36,9 @@ type Config struct {
 	// Running counts runs whose done is not yet committed, so a shutdown
 	// can wait for the runs it cancelled to conclude (issue 16 item 11).
 	Running *atomic.Int64
+	// passivated counts sessions passivated since the daemon last gave
+	// freed memory back to the system (Passivated, TakePassivated).
+	passivated atomic.Int64
 	// Roots is the launch-root registry every bwrap start registers with (U2).
 	Roots *launchroot.Registry
 	// Cgroups gives each run its cgroup (issue 11 "Limits per run"); nil
@@ -90,6 +93,19 @@ type BadTunable struct{ Name, Value string }
 
 func (e *BadTunable) Error() string {
 	return e.Name + "=" + e.Value + ": want a Go duration such as 2s"
+}
+
+// Passivated notes that a session actor was passivated (issue 15 item 1).
+func (c *Config) Passivated() { c.passivated.Add(1) }
+
+// TakePassivated returns the passivations noted since it last returned
+// them, once they are at least min (else 0, and they keep counting).
+func (c *Config) TakePassivated(min int64) int64 {
+	if n := c.passivated.Load(); n >= min {
+		c.passivated.Add(-n)
+		return n
+	}
+	return 0
 }
 
 // Hit runs the fault hook at a named point (no-op in normal builds).
