@@ -106,3 +106,46 @@ func TestIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestArchitectureListsEveryPackage: the README's Architecture table names
+// every directory under internal/ (its packages' parents) and no package
+// that does not exist (issue 17's proof: the list matches the tree).
+func TestArchitectureListsEveryPackage(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, arch, ok := strings.Cut(string(b), "\n## Architecture\n")
+	if !ok {
+		t.Fatal("README.md has no ## Architecture section")
+	}
+	arch, _, _ = strings.Cut(arch, "\n## ")
+	listed := map[string]bool{}
+	name := regexp.MustCompile("`([a-z][a-z0-9]*)`")
+	for _, l := range strings.Split(arch, "\n") {
+		if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "| group") {
+			continue
+		}
+		cells := strings.Split(l, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		for _, m := range name.FindAllStringSubmatch(cells[2], -1) {
+			listed[m[1]] = true
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(root, "internal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() && !listed[e.Name()] {
+			t.Errorf("internal/%s is not in the README's Architecture table", e.Name())
+		}
+		delete(listed, e.Name())
+	}
+	for n := range listed {
+		t.Errorf("the README's Architecture table lists %s, which is not a directory under internal/", n)
+	}
+}
