@@ -20,15 +20,16 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// spec: L6 — an idle client (e.g. `ctx agent chat` at its prompt) that never sent a
-// session request is not in a.conns; Stopping waits for its reader forever.
-func TestStopWithIdleConnection(t *testing.T) {
+// startAgent spawns agent actor "a" on temporary directories with
+// sessions passivated after idle (0: never) and dials its socket.
+func startAgent(t *testing.T, idle time.Duration) (*actor.ActorSystem, *actor.PID, net.Conn) {
+	t.Helper()
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }))
 	root, rt := t.TempDir(), t.TempDir()
 	os.MkdirAll(root+"/agent", 0o755)
 	cfg := &config.Config{Layout: layout.Layout{Root: root, Runtime: rt, UID: os.Getuid()}, Log: discard, Procs: &sync.WaitGroup{},
-		CancelGrace: 100 * time.Millisecond, ApprovalTimeout: time.Second}
+		CancelGrace: 100 * time.Millisecond, ApprovalTimeout: time.Second, SessionIdle: idle}
 	pid, err := sys.Root.SpawnNamed(Props(cfg, "a"), "agent/a")
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +42,16 @@ func TestStopWithIdleConnection(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
+		sys.Root.StopFuture(pid).Wait()
 		t.Fatal(err)
 	}
+	return sys, pid, c
+}
+
+// spec: L6 — an idle client (e.g. `ctx agent chat` at its prompt) that never sent a
+// session request is not in a.conns; Stopping waits for its reader forever.
+func TestStopWithIdleConnection(t *testing.T) {
+	sys, pid, c := startAgent(t, 0)
 	defer c.Close()
 	time.Sleep(100 * time.Millisecond)
 	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
@@ -54,27 +63,8 @@ func TestStopWithIdleConnection(t *testing.T) {
 // passivation leave no entry in the agent actor's maps, however many
 // there were (issue 15 item 1: idle sessions cost nothing).
 func TestPassivationLeavesNothingBehind(t *testing.T) {
-	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }))
-	root, rt := t.TempDir(), t.TempDir()
-	os.MkdirAll(root+"/agent", 0o755)
-	cfg := &config.Config{Layout: layout.Layout{Root: root, Runtime: rt, UID: os.Getuid()}, Log: discard, Procs: &sync.WaitGroup{},
-		CancelGrace: 100 * time.Millisecond, ApprovalTimeout: time.Second, SessionIdle: 20 * time.Millisecond}
-	pid, err := sys.Root.SpawnNamed(Props(cfg, "a"), "agent/a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sys, pid, c := startAgent(t, 20*time.Millisecond)
 	defer func() { sys.Root.StopFuture(pid).Wait() }()
-	var c net.Conn
-	for i := 0; i < 100; i++ {
-		if c, err = net.Dial("unix", cfg.Layout.RuntimeAgentSocket("a")); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer c.Close()
 	lines := bufio.NewScanner(c)
 	ask := func() *sizes {
