@@ -13,17 +13,23 @@ func (w *world) openFDs() int {
 	return len(ents)
 }
 
-// TestIdleSessionsArePassivated: sessions with nothing to do close their
-// files after CTX_SESSION_IDLE; a request to a passivated session replays a
-// known id (P4), continues its seq, and resumes the same frames. issue 15 item 1
-func TestIdleSessionsArePassivated(t *testing.T) {
+// idleWorld is a daemon passivating sessions idle for idle, a client of
+// its agent p, and the daemon's descriptor count once it answered.
+func idleWorld(t *testing.T, idle string) (*world, *client, int) {
 	w := newWorld(t)
-	w.start("CTX_SESSION_IDLE=1s")
+	w.start("CTX_SESSION_IDLE=" + idle)
 	w.agent("p", nil)
 	c := w.dial("p")
 	c.send(map[string]any{"op": "ping"})
 	c.must(5 * time.Second)
-	base := w.openFDs()
+	return w, c, w.openFDs()
+}
+
+// TestIdleSessionsArePassivated: sessions with nothing to do close their
+// files after CTX_SESSION_IDLE; a request to a passivated session replays a
+// known id (P4), continues its seq, and resumes the same frames. issue 15 item 1
+func TestIdleSessionsArePassivated(t *testing.T) {
+	w, c, base := idleWorld(t, "1s")
 	const n = 24
 	for i := 0; i < n; i++ { // all at once: every session is live together
 		c.send(sendReq("r"+strconv.Itoa(i), "echo hi", "session", "s"+strconv.Itoa(i)))
@@ -79,13 +85,7 @@ func TestIdleSessionsArePassivated(t *testing.T) {
 // CTX_SESSION_IDLE (a long tool call, a slow model) does not keep its
 // session alive once it is done. issue 15 item 1 (found by the chaos test)
 func TestQuietRunThenPassivation(t *testing.T) {
-	w := newWorld(t)
-	w.start("CTX_SESSION_IDLE=200ms")
-	w.agent("p", nil)
-	c := w.dial("p")
-	c.send(map[string]any{"op": "ping"})
-	c.must(5 * time.Second)
-	base := w.openFDs()
+	w, c, base := idleWorld(t, "200ms")
 	c.send(sendReq("q1", "sleep 1", "session", "quiet"))
 	if got := c.until("done", 20*time.Second); got[len(got)-1].Status != "ok" {
 		t.Fatalf("send: %v", types(got))

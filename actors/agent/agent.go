@@ -44,14 +44,11 @@ type Actor struct {
 	token    int
 	keeps    map[session.Key]*session.Keep
 	// routed counts requests sent to each session actor (by actor id).
-	// A passivated session actor may still hold its name while it stops:
-	// passivating holds each such actor (by id) and how many a key has, so
-	// the next incarnation takes a fresh name only then, and nothing here
-	// grows with the number of passivations (issue 15 item 1).
-	routed      map[string]int
-	passivating map[string]session.Key
-	stoppingN   map[session.Key]int
-	spawnSeq    int
+	routed map[string]int
+	// spawned numbers session actors: each takes a name of its own, so a
+	// passivated one that still holds its name while it stops is never in
+	// the way, and nothing here grows with passivations (issue 15 item 1).
+	spawned int
 
 	// live is every accepted connection (idle ones included), touched by the
 	// accept and reader goroutines and by onStopping, under liveMu.
@@ -98,7 +95,7 @@ func (a *Actor) Receive(c actor.Context) {
 		// interrupted, not as a shutdown's cancel). issue 15 item 5
 		a.onStopping()
 	case *stateSizes:
-		c.Respond(&sizes{len(a.sessions), len(a.keeps), len(a.routed), len(a.passivating), len(a.stoppingN)})
+		c.Respond(&sizes{len(a.sessions), len(a.keeps), len(a.routed)})
 	case *actor.Stopped:
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
@@ -112,8 +109,6 @@ func (a *Actor) onStarted(c actor.Context) {
 	a.sessions = map[session.Key]*actor.PID{}
 	a.cancels = map[int]*pendingCancel{}
 	a.routed = map[string]int{}
-	a.passivating = map[string]session.Key{}
-	a.stoppingN = map[session.Key]int{}
 	if a.keeps == nil {
 		a.keeps = map[session.Key]*session.Keep{}
 	}
@@ -407,11 +402,8 @@ func (a *Actor) sessionPID(c actor.Context, key session.Key) *actor.PID {
 		keep = session.NewKeep()
 		a.keeps[key] = keep
 	}
-	name := key.Scope + ":" + key.Name
-	if a.stoppingN[key] > 0 {
-		a.spawnSeq++
-		name += "~" + strconv.Itoa(a.spawnSeq) // the passivated one still holds its name
-	}
+	a.spawned++
+	name := key.Scope + ":" + key.Name + "~" + strconv.Itoa(a.spawned)
 	pid, err := c.SpawnNamed(session.Props(a.cfg, key, keep), name)
 	if err != nil {
 		a.log.Error("spawn session", "err", err)
@@ -441,21 +433,12 @@ func (a *Actor) onSessionIdle(c actor.Context, m *session.Idle) {
 	delete(a.sessions, m.Key)
 	delete(a.keeps, m.Key)
 	delete(a.routed, pid.Id)
-	a.passivating[pid.Id] = m.Key
-	a.stoppingN[m.Key]++
 	c.Stop(pid)
 	a.cfg.Passivated()
 	a.log.Debug("session passivated", "scope", m.Key.Scope, "session", m.Key.Name)
 }
 
 func (a *Actor) onChildGone(m *actor.Terminated) {
-	if k, ok := a.passivating[m.Who.Id]; ok {
-		delete(a.passivating, m.Who.Id)
-		if a.stoppingN[k]--; a.stoppingN[k] <= 0 {
-			delete(a.stoppingN, k)
-		}
-		return
-	}
 	delete(a.routed, m.Who.Id)
 	for k, pid := range a.sessions {
 		if pid.Equal(m.Who) {

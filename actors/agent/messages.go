@@ -27,4 +27,4 @@ type sessionsFound struct{ keys [][2]string }
 // answers with a sizes (tests prove nothing grows with passivations).
 type stateSizes struct{}
 
-type sizes struct{ sessions, keeps, routed, passivating, stopping int }
+type sizes struct{ sessions, keeps, routed int }

@@ -39,11 +39,12 @@ type phKey struct {
 	name string
 }
 
+// placeholder is one in use; its directory (Registry.dirs, by phKey.dir)
+// is held until its removal: the caller's descriptors close at the start.
 type placeholder struct {
-	refs   int
-	id     safefs.Identity
-	dir    bool
-	parent *os.File // held (shared in Registry.dirs) until removal: the caller's descriptors close at the start
+	refs int
+	id   safefs.Identity
+	dir  bool
 }
 
 // NewRegistry returns an empty registry.
@@ -109,8 +110,10 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, re
 			r.dirs[pid] = d
 			keep = true
 		}
-		d.refs++
-		p = &placeholder{refs: 1, id: id, dir: isDir, parent: d.f}
+		if p == nil {
+			d.refs++ // a placeholder replacing one of the same name keeps its reference
+		}
+		p = &placeholder{refs: 1, id: id, dir: isDir}
 		r.held[k] = p
 	default:
 		return f, func() {}, nil // a real file: bound read-only, never removed
@@ -130,15 +133,14 @@ func (r *Registry) release(k phKey) {
 		return
 	}
 	delete(r.held, k)
-	parent := p.parent
-	if d := r.dirs[k.dir]; d != nil {
-		defer func() {
-			if d.refs--; d.refs <= 0 {
-				delete(r.dirs, k.dir)
-				d.f.Close()
-			}
-		}()
-	}
+	d := r.dirs[k.dir]
+	defer func() {
+		if d.refs--; d.refs <= 0 {
+			delete(r.dirs, k.dir)
+			d.f.Close()
+		}
+	}()
+	parent := d.f
 	if signature(parent, k.name, p.id) < 0 {
 		return // changed since: not ours any more
 	}
