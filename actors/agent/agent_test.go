@@ -25,7 +25,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func startAgent(t *testing.T, idle time.Duration) (*actor.ActorSystem, *actor.PID, net.Conn) {
 	t.Helper()
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }))
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond)) // its goroutine ends before goleak looks
 	root, rt := t.TempDir(), t.TempDir()
 	os.MkdirAll(root+"/agent", 0o755)
 	cfg := &config.Config{Layout: layout.Layout{Root: root, Runtime: rt, UID: os.Getuid()}, Log: discard, Procs: &sync.WaitGroup{},

@@ -64,6 +64,40 @@ type active struct {
 	conn      *ipc.Conn // the requester: approvals are asked there
 	doneSent  bool      // the done frame was handed to the writer
 	approvals map[*ipc.ApprovalWait]*time.Timer
+	// again: connections that sent the run's request again (a client
+	// reattaching after it was dropped), newest last; see approver.
+	again []*ipc.Conn
+}
+
+// reattach records a connection that sent the run's request again.
+func (ac *active) reattach(c *ipc.Conn) {
+	again := ac.again[:0]
+	for _, k := range ac.again {
+		if !k.Closed() {
+			again = append(again, k)
+		}
+	}
+	if len(again) >= 16 {
+		again = again[1:]
+	}
+	ac.again = append(again, c)
+}
+
+// approver is the connection asked the run's approvals: the requester's
+// while it is open; once it is gone, the newest one that sent the same
+// request again (A2: each approval is answered on the connection that got
+// its approval_request; a client dropped for falling behind reattaches
+// with the same id, P4). spec: A2
+func (ac *active) approver() *ipc.Conn {
+	if ac.conn == nil || !ac.conn.Closed() {
+		return ac.conn
+	}
+	for i := len(ac.again) - 1; i >= 0; i-- {
+		if !ac.again[i].Closed() {
+			return ac.again[i]
+		}
+	}
+	return ac.conn
 }
 
 type pending struct {
@@ -103,6 +137,8 @@ type Actor struct {
 	// in events.jsonl and are served from there (resume, P4 replay); the
 	// actor keeps the request-id index, the newest messages the history
 	// window can use, and where the log ends.
+	idle idleTimer // passivation's clock (issue 15 item 1)
+
 	events   string          // events.jsonl's path
 	seq      int64           // the last committed seq
 	end      int64           // where the last committed line ends
@@ -115,7 +151,13 @@ type Actor struct {
 
 // Receive only dispatches.
 func (a *Actor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
+	msg := c.Message()
+	switch msg.(type) {
+	case *idleTick, actor.SystemMessage, actor.AutoReceiveMessage:
+	default:
+		a.idle.touch()
+	}
+	switch m := msg.(type) {
 	case *actor.Started:
 		a.onStarted(c)
 	case *opened:
@@ -143,12 +185,16 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Terminated:
 		a.onChildGone(c, m)
 	case *actor.Restarting:
+		a.idle.stop()
 		a.onCrash()
 		a.closeWriter(nil)
 	case *actor.Stopping:
+		a.idle.stop()
 		a.onStopping()
-	case *actor.ReceiveTimeout:
-		a.onIdle(c)
+	case *idleTick:
+		if a.idle.fired(m) {
+			a.onIdle(c)
+		}
 	case *actor.Stopped:
 	default:
 		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
@@ -193,9 +239,7 @@ func (a *Actor) onCrash() {
 func (a *Actor) onStarted(c actor.Context) {
 	a.log = a.cfg.Log.With("actor", "session", "agent", a.key.Agent, "scope", a.key.Scope, "session", a.key.Name)
 	a.dir = a.cfg.Layout.SessionDir(a.key.Agent, a.key.Scope, a.key.Name)
-	if a.cfg.SessionIdle > 0 {
-		c.SetReceiveTimeout(a.cfg.SessionIdle)
-	}
+	a.idle.start(c, a.cfg.SessionIdle)
 	a.open(c)
 }
 
@@ -203,10 +247,9 @@ func (a *Actor) onStarted(c actor.Context) {
 // queue and no follower offers to passivate: the parent stops it unless a
 // request is on its way, and the next request re-creates it from its log.
 func (a *Actor) onIdle(c actor.Context) {
-	// protoactor cancels a receive timeout once it fired: arm it again, or
-	// a session that was busy when it fired (a run quiet for longer than
-	// SessionIdle) would never passivate (found by the chaos test).
-	c.SetReceiveTimeout(a.cfg.SessionIdle)
+	// The timer stays armed (idleTimer.fired): a session busy when it
+	// fired (a run quiet for longer than SessionIdle) passivates at a later
+	// tick (found by the chaos test).
 	if !a.ready || a.active != nil || len(a.queue) > 0 || len(a.stash) > 0 {
 		return
 	}
@@ -457,6 +500,9 @@ func (a *Actor) onSend(c actor.Context, m *Request) {
 		m.Conn.SendLog(a.runLog(ri), true)
 		if !ri.done {
 			a.keep.subs.add(ri.run, sub{conn: m.Conn, replay: true})
+			if ac := a.active; ac != nil && ac.id == ri.run {
+				ac.reattach(m.Conn)
+			}
 		}
 		return
 	}
@@ -658,8 +704,10 @@ func (a *Actor) onCommitted(c actor.Context, rec store.Record) {
 		a.keep.subs.drop(f.Run)
 		for w, t := range ac.approvals {
 			t.Stop()
-			if ac.conn != nil {
-				ac.conn.CancelApproval(w)
+			for _, k := range append([]*ipc.Conn{ac.conn}, ac.again...) { // whichever was asked
+				if k != nil {
+					k.CancelApproval(w)
+				}
 			}
 		}
 		if ac.pid != nil {
