@@ -224,14 +224,14 @@ func TestACPAgentCancel(t *testing.T) {
 func TestACPAgentBounds(t *testing.T) {
 	// spec: issue 14, X6
 	w, marker := acpWorld(t, "auto")
-	c := w.dial("acpa")
 	for i, tc := range []struct{ input, code, msg string }{
 		{"flood", "limit_exceeded", "session updates"},
 		{"calls", "limit_exceeded", "8 tool calls"},
 		{"terms", "limit_exceeded", "8 tool calls"},
 	} {
-		c.send(sendReq("msg-"+itoa(i+1), tc.input))
-		fs := c.until("done", 60*time.Second)
+		// The flood's 10,000 deltas may outrun this reader on a loaded
+		// machine: follow reattaches as ctx agent send does.
+		fs := w.follow("acpa", sendReq("msg-"+itoa(i+1), tc.input), 60*time.Second)
 		e := lastOf(fs, "error")
 		if e.Code != tc.code || !strings.Contains(e.Message, tc.msg) || lastOf(fs, "done").Status != "error" {
 			t.Errorf("%s: error %s", tc.input, e.raw)
@@ -249,6 +249,41 @@ func TestACPAgentBounds(t *testing.T) {
 		}
 		noProcs(t, marker)
 	}
+}
+
+// TestACPAgentBigChunk: one 3 MiB message chunk becomes deltas of at most
+// 1 MiB each, the assistant conclusion keeps the first 1 MiB with a
+// warning, and `ctx agent send` reads every frame (the largest 6 MiB once
+// JSON-escaped) and prints the whole reply.
+func TestACPAgentBigChunk(t *testing.T) {
+	// spec: issue 14, P2
+	w, marker := acpWorld(t, "auto")
+	r := w.ctx("", "", "agent", "send", "acpa", "big")
+	if r.code != 0 {
+		t.Fatalf("ctx agent send: exit %d: %s", r.code, r.stderr)
+	}
+	if want := strings.Repeat("<", 3<<20) + "\n"; r.stdout != want {
+		t.Errorf("printed %d bytes, want %d", len(r.stdout), len(want))
+	}
+	deltas := 0
+	var assistant, warning frame
+	for _, f := range w.events("acpa", "default") {
+		switch f.Type {
+		case "delta":
+			deltas++
+			if len(f.Text) > 1<<20 {
+				t.Errorf("a delta of %d bytes", len(f.Text))
+			}
+		case "assistant":
+			assistant = f
+		case "warning":
+			warning = f
+		}
+	}
+	if deltas != 3 || len(assistant.Text) != 1<<20 || !strings.Contains(warning.Message, "keeps the first 1048576") {
+		t.Errorf("deltas %d, assistant %d bytes, warning %q", deltas, len(assistant.Text), warning.Message)
+	}
+	noProcs(t, marker)
 }
 
 // TestACPAgentMute: an agent that never answers initialize fails the run

@@ -407,6 +407,42 @@ func (c *client) until(typ string, timeout time.Duration) []frame {
 	}
 }
 
+// follow sends req on a new connection and reads its frames to done. A
+// connection the daemon drops for falling behind (slow_client, or just
+// closed when even that did not fit) is replaced by one sending the same
+// request, which replays what was recorded and follows the run (P4), as
+// ctx agent send does; frames seen before are skipped by seq.
+func (w *world) follow(agent string, req map[string]any, timeout time.Duration) []frame {
+	w.t.Helper()
+	var out []frame
+	var last int64
+	deadline := time.Now().Add(timeout)
+	for attempt := 0; attempt < 5; attempt++ {
+		c := w.dial(agent)
+		c.send(req)
+		for {
+			f, err := c.next(time.Until(deadline))
+			if err != nil || (f.Type == "error" && f.Run == "" && f.Code == "slow_client") {
+				if time.Now().After(deadline) {
+					w.t.Fatalf("waiting for done: %v (got %v)", err, types(out))
+				}
+				break // dropped: follow again
+			}
+			if f.Seq != 0 && f.Seq <= last {
+				continue
+			}
+			last = max(last, f.Seq)
+			out = append(out, f)
+			if f.Type == "done" {
+				return out
+			}
+		}
+		c.c.Close()
+	}
+	w.t.Fatalf("dropped five times (got %v)", types(out))
+	return nil
+}
+
 func types(fs []frame) []string {
 	var out []string
 	for _, f := range fs {

@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -580,6 +583,59 @@ func TestSlowClientDropped(t *testing.T) {
 	}
 	if !strings.Contains(w.log.String(), "dropped a client") {
 		t.Errorf("drop not logged:\n%s", w.log.String())
+	}
+}
+
+// TestSlowSendReattaches: `ctx agent send` whose output nobody reads for a
+// while falls behind a flood and is dropped (slow_client); it follows the
+// run again with the same id (P4: replayed, not run twice) and prints the
+// whole answer exactly once, exit 0. spec: P4 P2
+func TestSlowSendReattaches(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.agent("sp", nil)
+	const n = 30000
+	cmd := exec.Command(w.ctxBin, "agent", "send", "--id", "flood-1", "sp", "spew", itoa(n))
+	cmd.Env, cmd.Dir = w.env(), t.TempDir()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// Nobody reads its stdout until the run is over and the drop logged.
+	waitFor(t, "the run to finish and the client to be dropped", 90*time.Second, func() bool {
+		ev, err := os.ReadFile(w.sessionDir("sp", "default") + "/events.jsonl")
+		return err == nil && strings.Contains(string(ev), `"type":"done"`) && strings.Contains(w.log.String(), "dropped a client")
+	})
+	got, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ctx agent send: %v\n%s", err, stderr.String())
+	}
+	want := strings.Repeat(strings.Repeat("x", 99)+"\n", n)
+	if string(got) != want {
+		t.Errorf("printed %d bytes (%d lines), want %d (%d lines)", len(got), strings.Count(string(got), "\n"), len(want), n)
+	}
+	starts := 0
+	for _, f := range w.events("sp", "default") {
+		if f.Type == "start" {
+			starts++
+		}
+	}
+	if starts != 1 {
+		t.Errorf("the request ran %d times", starts)
+	}
+	// The 3 MB reply's assistant frame keeps its first 1 MiB, and says so.
+	evs := w.events("sp", "default")
+	if a := lastOf(evs, "assistant"); len(a.Text) != 1<<20 || !strings.Contains(lastOf(evs, "warning").Message, "keeps the first") {
+		t.Errorf("assistant of %d bytes, warning %q", len(a.Text), lastOf(evs, "warning").Message)
 	}
 }
 

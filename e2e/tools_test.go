@@ -248,6 +248,55 @@ func TestApproval(t *testing.T) {
 	}
 }
 
+// TestApprovalFollowsReattach: a client whose connection ends mid-run (as
+// one dropped for falling behind) and that sends the same request again
+// gets the run's frames replayed and is asked its next approval there; its
+// allow_once runs the call. spec: A2 P4
+func TestApprovalFollowsReattach(t *testing.T) {
+	w, ws := approvalWorld(t, "10s")
+	c := w.dial("ap")
+	req := sendReq("a1", "tooltwice mark", "workspace", ws)
+	c.send(req)
+	got := c.until("approval_request", 10*time.Second)
+	ar := got[len(got)-1]
+	c.send(map[string]any{"op": "approve", "run": ar.Run, "id": "t1", "decision": "allow_once"})
+	c.until("tool_result", 10*time.Second)
+	c.c.Close() // gone before the second call is asked
+	c2 := w.dial("ap")
+	c2.send(req)
+	got = nil
+	for { // the replayed frames, then the live approval_request
+		f, err := c2.next(15 * time.Second)
+		if err != nil || f.Type == "done" {
+			t.Fatalf("the reattached connection was not asked (%v):\n%s", err, rawFrames(append(got, f)))
+		}
+		got = append(got, f)
+		if f.Type == "approval_request" && !f.Replay {
+			break
+		}
+	}
+	if ar2 := got[len(got)-1]; ar2.ID != "t2" {
+		t.Fatalf("the reattached connection was not asked the second call: %s", ar2.raw)
+	}
+	if got[0].Type != "user" || !got[0].Replay {
+		t.Errorf("the recorded frames were not replayed first: %s", got[0].raw)
+	}
+	c2.send(map[string]any{"op": "approve", "run": ar.Run, "id": "t2", "decision": "allow_once"})
+	fs := c2.until("done", 15*time.Second)
+	if d := lastOf(fs, "done"); d.Status != "ok" || lastOf(fs, "assistant").Text != "second: ok" {
+		t.Errorf("done %s, assistant %q", d.raw, lastOf(fs, "assistant").Text)
+	}
+	n := 0
+	for _, f := range w.events("ap", "default") {
+		if f.Type == "approval" && f.Decision == "allow_once" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d allow_once approvals recorded, want 2", n)
+	}
+}
+
 // TestApprovalCancelOnTheAskedConnection: a cancel sent on the connection
 // that holds the pending approval (what `ctx agent send` does on Ctrl+C)
 // cancels the run: the approval is recorded as not given, the tool never

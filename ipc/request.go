@@ -19,6 +19,16 @@ import (
 const (
 	MaxLine  = 1 << 20   // a request line, without its newline
 	MaxInput = 512 << 10 // a send's input
+
+	// What the daemon writes is bounded too, so every client can read it:
+	// a delta's text is at most MaxDeltaText bytes (a longer one is split
+	// into several deltas), an assistant conclusion keeps at most
+	// MaxAssistantText bytes of the reply (with a warning when cut; the
+	// deltas carry all of it), and so no frame line, JSON-escaped, comes
+	// near MaxFrameLine — the bound clients and log readers read with.
+	MaxDeltaText     = 1 << 20
+	MaxAssistantText = 1 << 20
+	MaxFrameLine     = 8 << 20
 )
 
 // Request is one P2 request line.

@@ -43,15 +43,20 @@ func Dial(ctx context.Context, paths ...string) (*net.UnixConn, error) {
 
 // LineReader reads bounded JSONL lines.
 type LineReader struct {
-	r *bufio.Reader
+	r   *bufio.Reader
+	max int
 }
 
-// NewLineReader wraps r.
-func NewLineReader(r io.Reader) *LineReader {
-	return &LineReader{r: bufio.NewReaderSize(r, 64<<10)}
+// NewLineReader wraps r; lines are at most MaxLine bytes (requests).
+func NewLineReader(r io.Reader) *LineReader { return NewLineReaderSize(r, MaxLine) }
+
+// NewLineReaderSize wraps r; lines are at most max bytes (MaxFrameLine for
+// the frames a client reads from the daemon).
+func NewLineReaderSize(r io.Reader, max int) *LineReader {
+	return &LineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
-// Next returns the next line without its newline. A line over MaxLine bytes
+// Next returns the next line without its newline. A line over the bound
 // returns ErrTooLarge (the rest of the stream is not resynchronised: the
 // caller closes the connection, as interfaces.md pins). A final line without
 // newline at EOF is returned; then io.EOF.
@@ -60,9 +65,9 @@ func (lr *LineReader) Next() ([]byte, error) {
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
 		// The newline is not part of the line: without one (EOF or a full
-		// buffer) MaxLine+1 bytes are already too many.
-		if n := len(line) + len(chunk); n > MaxLine+1 || n == MaxLine+1 && err != nil {
-			return nil, fmt.Errorf("line exceeds %d bytes: %w", MaxLine, ErrTooLarge)
+		// buffer) max+1 bytes are already too many.
+		if n := len(line) + len(chunk); n > lr.max+1 || n == lr.max+1 && err != nil {
+			return nil, fmt.Errorf("line exceeds %d bytes: %w", lr.max, ErrTooLarge)
 		}
 		line = append(line, chunk...)
 		switch {

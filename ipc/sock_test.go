@@ -60,6 +60,19 @@ func TestLineReaderFinalLineOverLimit(t *testing.T) {
 	}
 }
 
+// TestLineReaderSize: a frame reader takes lines up to its own bound (the
+// daemon's frames may exceed the 1 MiB request bound) and not one byte more.
+func TestLineReaderSize(t *testing.T) {
+	line := bytes.Repeat([]byte("a"), 3<<20)
+	lr := NewLineReaderSize(bytes.NewReader(append(append(line, '\n'), append(line, 'a', '\n')...)), 3<<20)
+	if got, err := lr.Next(); err != nil || len(got) != 3<<20 {
+		t.Fatalf("a line of exactly the bound: %d bytes, %v", len(got), err)
+	}
+	if _, err := lr.Next(); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a line one byte over: %v, want ErrTooLarge", err)
+	}
+}
+
 // shortDir returns a directory whose socket paths fit sun_path (108 bytes).
 func shortDir(t *testing.T) string {
 	t.Helper()

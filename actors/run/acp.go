@@ -406,7 +406,7 @@ func (a *Actor) onACPEnded(c actor.Context, m *acpEnded) {
 	default:
 		a.warn(c, []string{fmt.Sprintf("the ACP agent stopped with reason %q", m.stop)})
 	}
-	a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: a.deltas.String()}, ipc.StatusOK)
+	a.concludeReply(c, a.deltas.b.String(), a.deltas.total)
 }
 
 func (a *Actor) onACPExited(c actor.Context, m *acpExited) {

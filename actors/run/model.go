@@ -317,7 +317,7 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 	}
 	if len(m.calls) == 0 {
 		// The assistant conclusion is the text of the last turn (interfaces.md).
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: m.text.String()}, ipc.StatusOK)
+		a.concludeReply(c, m.text.String(), 0)
 		return
 	}
 	m.cur = nil

@@ -66,7 +66,7 @@ type Actor struct {
 	gen       int        // current step generation
 	p         *proc.Proc // live agent process, if any
 	procs     []*proc.Proc
-	deltas    strings.Builder
+	deltas    reply
 	call      *envelope.Line // the step's tool call
 	stepBytes int            // stdout bytes of the current step
 	toolPID   *actor.PID
@@ -529,7 +529,7 @@ func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
 	}
 	if a.call == nil {
 		if m.err == nil && m.code == 0 {
-			a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: a.deltas.String()}, ipc.StatusOK)
+			a.concludeReply(c, a.deltas.b.String(), a.deltas.total)
 			return
 		}
 		a.invalidOutput(c, fmt.Sprintf("agent exited with status %d without a tool_call%s", m.code, stderrTail(m.stderr)))
@@ -732,6 +732,16 @@ func (a *Actor) finish(c actor.Context, f *ipc.Frame, status string) {
 }
 
 func (a *Actor) emit(c actor.Context, f *ipc.Frame) {
+	if f.Type == ipc.TypeDelta && len(f.Text) > ipc.MaxDeltaText {
+		// A longer delta (an ACP chunk, a model event) becomes several,
+		// so no frame outgrows what clients read (ipc.MaxFrameLine).
+		for text := f.Text; text != ""; {
+			piece := cutText(text, ipc.MaxDeltaText)
+			text = text[len(piece):]
+			a.emit(c, &ipc.Frame{Type: ipc.TypeDelta, Text: piece})
+		}
+		return
+	}
 	f.Run = a.spec.RunID
 	c.Request(c.Parent(), &Emit{Frame: f}) // Request: the session checks the sender is the active run
 }

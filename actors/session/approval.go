@@ -24,11 +24,17 @@ func (a *Actor) onApprovalNeeded(c actor.Context, m *run.ApprovalNeeded) {
 	}
 	a.append(ipc.Frame{Type: ipc.TypeApprovalRequest, Run: m.Run, ID: m.CallID, Name: m.Name, Args: m.Args, MCP: m.MCP,
 		TimeoutMS: a.cfg.ApprovalTimeout.Milliseconds()})
-	if ac.conn == nil || !ac.conn.ExpectApproval(w) {
+	conn := ac.approver()
+	if conn != ac.conn && conn != nil {
+		// A reattached client stands in for the requester: it is sent the
+		// run's frames as live ones from here on, this approval_request
+		// included, so it answers it (a replayed one is never answered).
+		a.keep.subs.live(m.Run, conn)
+	}
+	if conn == nil || !conn.ExpectApproval(w) {
 		a.onApprovalAnswered(c, &approvalAnswered{run: m.Run, callID: m.CallID, decision: "eof", wait: w})
 		return
 	}
-	conn := ac.conn
 	ac.approvals[w] = time.AfterFunc(a.cfg.ApprovalTimeout, func() {
 		if conn.CancelApproval(w) {
 			w.Answer("timeout") // spec: A3 — timeout fails closed

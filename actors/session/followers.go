@@ -30,6 +30,16 @@ func (f followers) dropConn(conn *ipc.Conn) {
 	}
 }
 
+// live makes conn's frames of run unmarked from now on: it has taken the
+// requester's place (see active.approver).
+func (f followers) live(run string, conn *ipc.Conn) {
+	for i := range f[run] {
+		if f[run][i].conn == conn {
+			f[run][i].replay = false
+		}
+	}
+}
+
 // any reports whether some client follows some run.
 func (f followers) any() bool {
 	for _, subs := range f {

@@ -173,6 +173,20 @@ func main() {
 			res = append(res, fmt.Sprintf("exec %s: %v %q", p, err, out))
 		}
 		delta("see: " + strings.Join(res, "; "))
+	case "tooltwice":
+		// Two calls of one tool; the second after 2 s (a client can
+		// reattach in between).
+		switch env.Step {
+		case 0:
+			call("t1", arg(1), words[2:]...)
+		case 1:
+			time.Sleep(2 * time.Second)
+			call("t2", arg(1), words[2:]...)
+		default:
+			var o struct{ Status string }
+			_ = json.Unmarshal(env.Observation, &o)
+			delta("second: " + o.Status)
+		}
 	case "tool":
 		if env.Step == 0 {
 			call("t1", arg(1), words[2:]...)

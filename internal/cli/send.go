@@ -58,22 +58,32 @@ func (c *SendCmd) Run(env *Env) error {
 	defer conn.Close()
 	wd, _ := os.Getwd()
 	req := sendReq{Op: ipc.OpSend, ID: id, Session: c.Session, Scope: c.Scope, Workspace: wd, Input: &input}
-	return stream(env, conn, req, c.JSON, newAsker(env))
+	return stream(env, c.Name, conn, req, c.JSON, newAsker(env))
 }
 
 // stream sends a send/tsh request and renders its frames until done.
 // SIGINT cancels the run (the frames then end with cancelled and done).
-func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) error {
+//
+// A connection dropped mid-run (slow_client, or ended) is followed again:
+// see reattach.
+func stream(env *Env, agent string, conn *client.Conn, req sendReq, raw bool, ask *asker) error {
 	if err := conn.Send(req); err != nil {
 		return Exit(ExitUnavailable, err)
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	frames := make(chan frameOrErr, 64)
-	go readFrames(conn, frames)
+	l := newLink(conn)
+	defer func() {
+		l.stop()
+		if l.conn != conn {
+			l.conn.Close() // a reattach's; the caller closes conn
+		}
+	}()
 	var run string
-	printed, cancelSent := false, false
+	var lastSeq int64 // the newest recorded frame handled: a reattach skips up to it
+	reattached := 0   // reattaches since the last new frame
+	printed, endsNL, cancelSent := false, false, false
 	out := bufio.NewWriter(env.Stdout)
 	defer out.Flush()
 	// issue 18 item 4: a send on a terminal is rendered (chatview); a tsh
@@ -99,20 +109,40 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 		case <-sig:
 			if !cancelSent && run != "" {
 				cancelSent = true
-				_ = conn.Send(map[string]string{"op": "cancel", "session": req.Session, "scope": req.Scope, "id": run})
+				_ = l.conn.Send(map[string]string{"op": "cancel", "session": req.Session, "scope": req.Scope, "id": run})
 				continue
 			}
 			if run == "" {
 				return Exit(ExitCancelled, fmt.Errorf("interrupted"))
 			}
 			continue
-		case fe = <-frames:
+		case fe = <-l.frames:
 		}
-		if fe.err != nil {
+		dropped := fe.err == nil && fe.f.Type == ipc.TypeError && fe.f.Run == "" && fe.f.Code == ipc.CodeSlowClient
+		if fe.err != nil || dropped {
 			out.Flush()
-			return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost before the run finished: %w", fe.err))
+			why := fmt.Errorf("dropped by the daemon for not keeping up")
+			if fe.err != nil {
+				why = fe.err
+			}
+			if reattached >= maxReattach || fe.badFrame {
+				return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost before the run finished: %w", why))
+			}
+			reattached++
+			nl, err := reattach(env, agent, l, req, cancelSent, run)
+			if err != nil {
+				return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost before the run finished (%v), and it could not be followed again: %w", why, err))
+			}
+			l = nl
+			continue
 		}
 		f := fe.f
+		if f.Seq != 0 {
+			if f.Seq <= lastSeq {
+				continue // shown before the reattach
+			}
+			lastSeq, reattached = f.Seq, 0
+		}
 		if raw {
 			out.Write(fe.line)
 			out.WriteByte('\n')
@@ -137,17 +167,20 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 			if !raw && view == nil {
 				out.WriteString(f.Text)
 				out.Flush()
-				printed = printed || f.Text != ""
+				if f.Text != "" {
+					printed, endsNL = true, strings.HasSuffix(f.Text, "\n")
+				}
 			}
 		case ipc.TypeAssistant:
 			if view != nil {
 				continue
 			}
-			if !raw && !printed {
+			if !raw && !printed && f.Text != "" {
 				out.WriteString(f.Text)
+				printed, endsNL = true, strings.HasSuffix(f.Text, "\n")
 			}
-			if !raw && !strings.HasSuffix(f.Text, "\n") && f.Text != "" {
-				out.WriteString("\n")
+			if !raw && printed && !endsNL {
+				out.WriteString("\n") // what was printed ends the line (the assistant text may be cut)
 			}
 		case ipc.TypeToolResult:
 			if !raw && req.Op == ipc.OpTsh {
@@ -165,7 +198,7 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 			if why != "" {
 				fmt.Fprintln(env.Stderr, "ctx: "+why)
 			}
-			_ = conn.Send(map[string]string{"op": "approve", "run": f.Run, "id": f.ID, "decision": decision})
+			_ = l.conn.Send(map[string]string{"op": "approve", "run": f.Run, "id": f.ID, "decision": decision})
 		case ipc.TypeError:
 			if !raw && view == nil {
 				fmt.Fprintf(env.Stderr, "ctx: %s: %s\n", f.Code, f.Message)
@@ -193,20 +226,83 @@ func stream(env *Env, conn *client.Conn, req sendReq, raw bool, ask *asker) erro
 }
 
 type frameOrErr struct {
-	f    *ipc.Frame
-	line []byte
-	err  error
+	f        *ipc.Frame
+	line     []byte
+	err      error
+	badFrame bool // the daemon sent a line that is not a frame
 }
 
-func readFrames(conn *client.Conn, out chan<- frameOrErr) {
+func readFrames(conn *client.Conn, out chan<- frameOrErr) { readFramesUntil(conn, out, nil) }
+
+// readFramesUntil reads conn's frames into out until an error, or until
+// done is closed.
+func readFramesUntil(conn *client.Conn, out chan<- frameOrErr, done <-chan struct{}) {
 	for {
 		f, line, err := conn.Next()
-		if err != nil {
-			out <- frameOrErr{err: err}
+		fe := frameOrErr{f: f, line: line, err: err, badFrame: err != nil && line != nil}
+		select {
+		case out <- fe:
+		case <-done:
 			return
 		}
-		out <- frameOrErr{f: f, line: line}
+		if err != nil {
+			return
+		}
 	}
+}
+
+// maxReattach bounds the reattaches in a row that bring no new frame.
+const maxReattach = 5
+
+// link is one connection that stream reads frames from.
+type link struct {
+	conn   *client.Conn
+	frames chan frameOrErr
+	done   chan struct{}
+}
+
+func newLink(conn *client.Conn) *link {
+	l := &link{conn: conn, frames: make(chan frameOrErr, 64), done: make(chan struct{})}
+	go readFramesUntil(conn, l.frames, l.done)
+	return l
+}
+
+// stop ends the reader (the caller closes the connection it was given).
+func (l *link) stop() { close(l.done) }
+
+// reattach follows a request again after its connection was dropped (a
+// client that fell behind a flood of frames gets slow_client) or ended:
+// it dials the agent again — without starting a daemon: one that went away
+// is reported, not replaced — and sends the same request. Its id replays
+// what was recorded and then follows the live run (P4), so nothing runs
+// twice; the caller skips the frames it already showed (seq). A cancel
+// asked before the drop is asked again. spec: P4
+func reattach(env *Env, agent string, old *link, req sendReq, cancelSent bool, run string) (*link, error) {
+	old.stop()
+	old.conn.Close()
+	var conn *client.Conn
+	var err error
+	for i := 0; i < 10; i++ { // a daemon restarting under its unit comes back within a moment
+		if conn, err = client.DialAgentOnce(env.Ctx, env.Layout, agent); err == nil {
+			break
+		}
+		select {
+		case <-env.Ctx.Done():
+			return nil, env.Ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Send(req); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if cancelSent && run != "" {
+		_ = conn.Send(map[string]string{"op": "cancel", "session": req.Session, "scope": req.Scope, "id": run})
+	}
+	return newLink(conn), nil
 }
 
 // asker asks the person at the terminal to approve a tool call (A2). With
@@ -397,5 +493,5 @@ func (c *TshCmd) Run(env *Env) error {
 	}
 	defer conn.Close()
 	wd, _ := os.Getwd()
-	return stream(env, conn, sendReq{Op: ipc.OpTsh, ID: id, Session: c.Session, Workspace: wd, Args: args}, c.JSON, newAsker(env))
+	return stream(env, c.Name, conn, sendReq{Op: ipc.OpTsh, ID: id, Session: c.Session, Workspace: wd, Args: args}, c.JSON, newAsker(env))
 }

@@ -128,7 +128,7 @@ func DialAgent(ctx context.Context, l layout.Layout, name string) (*Conn, error)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
-	return &Conn{c: c, lr: ipc.NewLineReader(c), w: bufio.NewWriter(c)}, nil
+	return &Conn{c: c, lr: ipc.NewLineReaderSize(c, ipc.MaxFrameLine), w: bufio.NewWriter(c)}, nil
 }
 
 // DialAgentOnce tries the agent socket once, without waiting.
@@ -137,7 +137,7 @@ func DialAgentOnce(ctx context.Context, l layout.Layout, name string) (*Conn, er
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{c: c, lr: ipc.NewLineReader(c), w: bufio.NewWriter(c)}, nil
+	return &Conn{c: c, lr: ipc.NewLineReaderSize(c, ipc.MaxFrameLine), w: bufio.NewWriter(c)}, nil
 }
 
 // Send writes one request line.

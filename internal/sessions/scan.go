@@ -18,8 +18,8 @@ import (
 
 // MaxLine bounds the memory one line of events.jsonl may take while it is
 // read; a longer line is skipped and counted (no frame the daemon writes
-// comes near it: an input is at most 512 KiB, a tool result 16 KiB).
-const MaxLine = 4 << 20
+// comes near it: see ipc.MaxFrameLine).
+const MaxLine = ipc.MaxFrameLine
 
 // Frame is one stored frame as a reader sees it: the host frame plus the
 // optional `usage` object a `done` frame may carry (issue 18 item 3). The

@@ -10,6 +10,7 @@
 //   ask            request permission; write /workspace/perm.txt if allowed
 //   slow           send one chunk, then wait for session/cancel
 //   flood          send 10,050 message chunks
+//   big            send one 3 MiB chunk of "<" (6 MiB once JSON-escaped by Go)
 //   calls          report 9 tool calls
 //   terms          start 9 terminals (the 9th must be refused)
 //   env            say which environment it got
@@ -109,6 +110,10 @@ if (process.argv.includes("--mute")) {
         await say(client, sid, "working");
         await new Promise((res) => cancelled.set(sid, res));
         return { stopReason: "cancelled" };
+      }
+      if (mode === "big") {
+        await say(client, sid, "<".repeat(3 << 20));
+        return { stopReason: "end_turn" };
       }
       if (mode === "flood") {
         for (let i = 0; i < 10050; i++) {
