@@ -133,12 +133,12 @@ type Actor struct {
 	// vacant: the session was removed; the next request opens a new log.
 	vacant bool
 
+	idle idleTimer // passivation's clock (issue 15 item 1)
+
 	// Bounded memory while active (issue 15 item 2): the log's lines stay
 	// in events.jsonl and are served from there (resume, P4 replay); the
 	// actor keeps the request-id index, the newest messages the history
 	// window can use, and where the log ends.
-	idle idleTimer // passivation's clock (issue 15 item 1)
-
 	events   string          // events.jsonl's path
 	seq      int64           // the last committed seq
 	end      int64           // where the last committed line ends
