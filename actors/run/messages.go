@@ -80,9 +80,10 @@ type defLoaded struct {
 // audited carries the run's host-code changes and the conclusion that
 // waited for them.
 type audited struct {
-	warnings []string
-	f        *ipc.Frame
-	status   string
+	warnings   []string
+	incomplete []string // directories whose end-of-run check a cut-short walk left partial
+	f          *ipc.Frame
+	status     string
 }
 
 type stepStarted struct {

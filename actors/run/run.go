@@ -242,6 +242,11 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		Tools:     sandbox.NoTools, // issue 11 item 4: an agent step acts only through tool_call
 		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd, Placeholders: a.cfg.Placeholders, Log: a.log}
 	a.audit = m.audit
+	if m.audit != nil {
+		// Protection fails closed: the run is told which of its
+		// directories are read-only and the grant that lifts it.
+		a.warn(c, m.audit.readOnly)
+	}
 	if a.spec.Op == ipc.OpTsh {
 		// spec: P3 — a tsh op runs one tsh call through the tool path; no agent, no model.
 		a.startTool(c, &envelope.Line{Type: "tool_call", ID: "call-1", Name: "tsh", Args: a.spec.Args})
@@ -688,7 +693,10 @@ func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 		a.enter(phaseConcluding)
 		a.audit = nil
 		self, root := c.Self(), c.ActorSystem().Root
-		go func() { root.Send(self, &audited{warnings: au.changes(), f: f, status: status}) }()
+		go func() {
+			changes, incomplete := au.changes()
+			root.Send(self, &audited{warnings: changes, incomplete: incomplete, f: f, status: status})
+		}()
 		return
 	}
 	a.enter(phaseConcluded)
@@ -709,6 +717,13 @@ func (a *Actor) onAudited(c actor.Context, m *audited) {
 			msg = msg[:8<<10] + " …"
 		}
 		a.log.Warn("run changed what runs code on the host", "changes", m.warnings)
+		a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: msg})
+	}
+	if len(m.incomplete) > 0 {
+		// A cut-short walk is said, or a run could hide a new hook behind
+		// enough planted files and be reported as having changed nothing.
+		msg := "the end-of-run check of what runs code on the host is incomplete: " + strings.Join(m.incomplete, "; ")
+		a.log.Warn("end-of-run check incomplete", "why", m.incomplete)
 		a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: msg})
 	}
 	a.finish(c, m.f, m.status)
