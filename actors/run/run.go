@@ -79,6 +79,8 @@ type Actor struct {
 	// off the actor; the run stops only once it has reported.
 	startPending bool
 	audit        *audit // the workspace as the run found it (issue 11)
+	// diskOff ends the run's registration with the disk reserve watcher.
+	diskOff func()
 }
 
 // Receive only dispatches.
@@ -114,6 +116,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onConcluded(c)
 	case *audited:
 		a.onAudited(c, m)
+	case *diskLow:
+		a.onDiskLow(c, m)
 	case *acpStarted:
 		a.onACPStarted(c, m)
 	case *acpSession:
@@ -139,6 +143,7 @@ func (a *Actor) Receive(c actor.Context) {
 		}
 		a.killAll()
 		a.closeGroup(0)
+		a.unwatchDisk()
 	case *actor.Stopping:
 		a.onStopping()
 	case *actor.Terminated:
@@ -242,6 +247,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		Tools:     sandbox.NoTools, // issue 11 item 4: an agent step acts only through tool_call
 		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd, Placeholders: a.cfg.Placeholders, Log: a.log}
 	a.audit = m.audit
+	a.watchDisk(c)
 	if m.audit != nil {
 		// Protection fails closed: the run is told which of its
 		// directories are read-only and the grant that lifts it.
@@ -811,6 +817,60 @@ func (a *Actor) onStopping() {
 // the actor (issue 11 item 7).
 func (a *Actor) onStopped() {
 	a.closeGroup(a.cfg.CancelGrace)
+	a.unwatchDisk()
+}
+
+// watchDisk registers the run with the disk reserve watcher: its writable
+// host directories are the agent home, the workspace and the rw .d/mount
+// sources — the view's writable mounts (the watcher counts those on
+// CTX_ROOT's filesystem).
+func (a *Actor) watchDisk(c actor.Context) {
+	dirs := []string{a.cfg.Layout.AgentHome(a.def.Name)}
+	if a.spec.Workspace != "" {
+		dirs = append(dirs, a.spec.Workspace)
+	}
+	for _, m := range a.def.Mounts {
+		if m.Write {
+			dirs = append(dirs, m.Src)
+		}
+	}
+	self, root := c.Self(), c.ActorSystem().Root
+	a.diskOff = a.cfg.Disk.Register(a.spec.RunID, dirs, func(msg string) { root.Send(self, &diskLow{msg: msg}) })
+}
+
+func (a *Actor) unwatchDisk() {
+	if a.diskOff != nil {
+		a.diskOff()
+		a.diskOff = nil
+	}
+}
+
+// onDiskLow acts until the run is concluded: the disk holding CTX_ROOT is
+// below its reserve and this run's directories grow. Its processes are
+// killed at once — every moment of the cancel grace would eat the reserve
+// the daemon's log appends need — and it concludes resource_exhausted
+// with the watcher's message (the reserve, the free space, the fix).
+func (a *Actor) onDiskLow(c actor.Context, m *diskLow) {
+	if a.phase.concluded() {
+		return
+	}
+	a.log.Warn("run stopped by the disk reserve", "why", m.msg)
+	a.closeGroup(0)
+	for _, p := range a.procs {
+		p.Kill()
+	}
+	if a.model != nil && a.model.cancel != nil {
+		a.model.cancel()
+	}
+	if a.toolCall != nil {
+		if a.toolPID != nil {
+			c.Stop(a.toolPID)
+		}
+		a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: a.toolCall.ID, Name: a.toolCall.Name,
+			Status: envelope.StatusError, Content: "stopped by the disk reserve"})
+		a.toolCall, a.toolPID = nil, nil
+	}
+	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeResourceExhausted, Message: m.msg}, ipc.StatusError)
 }
 
 func (a *Actor) closeGroup(grace time.Duration) {
