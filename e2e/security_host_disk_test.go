@@ -112,3 +112,40 @@ func TestSecurityHostDiskReserve(t *testing.T) {
 	checkLog(t, w, "writer")
 	checkLog(t, w, "idle")
 }
+
+// TestSecurityHostDiskLimit: with `disk 8M` in .d/limits, a tool writes
+// 64 MiB into its agent home at 20 MiB/s; the run ends resource_exhausted
+// with a message naming the limit, its file and that the daemon (not the
+// kernel) measures it, with the home well short of 64 MiB, and its log
+// intact.
+func TestSecurityHostDiskLimit(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	installAttack(t, w)
+	w.agent("capped", map[string]string{"tools": "attack\n", "limits": "disk 8M\n"})
+	c := w.dial("capped")
+	c.send(sendReq("c1", "tool attack fill /home/agent/fill.bin 64 256 12"))
+	got := c.until("done", 60*time.Second)
+	var errf frame
+	for _, f := range got {
+		if f.Type == "error" {
+			errf = f
+		}
+	}
+	if errf.Code != "resource_exhausted" {
+		t.Fatalf("the run over its disk limit: %v, error %s; want error resource_exhausted", types(got), errf.raw)
+	}
+	for _, want := range []string{"disk limit of 8.0 MiB", "agent/capped.d/limits", "the kernel does not enforce it"} {
+		if !strings.Contains(errf.Message, want) {
+			t.Errorf("message lacks %q: %s", want, errf.Message)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(w.root, "home", itoa(os.Getuid()), "agent", "capped", "fill.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() >= 40<<20 {
+		t.Errorf("the home grew to %d bytes: the limit did not stop the writer", fi.Size())
+	}
+	checkLog(t, w, "capped")
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/diskreserve"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/prompt"
@@ -825,7 +826,7 @@ func (a *Actor) onStopped() {
 // sources — the view's writable mounts (the watcher counts those on
 // CTX_ROOT's filesystem).
 func (a *Actor) watchDisk(c actor.Context) {
-	dirs := []string{a.cfg.Layout.AgentHome(a.def.Name)}
+	dirs := []string{a.cfg.Layout.AgentHome(a.def.Name)} // spec: B2 — the agent home is always writable
 	if a.spec.Workspace != "" {
 		dirs = append(dirs, a.spec.Workspace)
 	}
@@ -835,7 +836,9 @@ func (a *Actor) watchDisk(c actor.Context) {
 		}
 	}
 	self, root := c.Self(), c.ActorSystem().Root
-	a.diskOff = a.cfg.Disk.Register(a.spec.RunID, dirs, func(msg string) { root.Send(self, &diskLow{msg: msg}) })
+	home := a.cfg.Layout.AgentHome(a.def.Name)
+	a.diskOff = a.cfg.Disk.Register(diskreserve.Run{ID: a.spec.RunID, Dirs: dirs, Home: home, HomeLimit: a.def.Limits.Disk,
+		Agent: a.def.Name, Stop: func(msg string) { root.Send(self, &diskLow{msg: msg}) }})
 }
 
 func (a *Actor) unwatchDisk() {
@@ -846,7 +849,8 @@ func (a *Actor) unwatchDisk() {
 }
 
 // onDiskLow acts until the run is concluded: the disk holding CTX_ROOT is
-// below its reserve and this run's directories grow. Its processes are
+// below its reserve and this run's directories grow, or its agent home is
+// over its `disk` limit. Its processes are
 // killed at once — every moment of the cancel grace would eat the reserve
 // the daemon's log appends need — and it concludes resource_exhausted
 // with the watcher's message (the reserve, the free space, the fix).

@@ -76,10 +76,25 @@ type Watcher struct {
 	shut bool
 }
 
+// Run is what the watcher knows of one active run.
+type Run struct {
+	ID string
+	// Dirs are its writable host directories (the agent home, the
+	// workspace, rw .d/mount sources); those on CTX_ROOT's filesystem
+	// count for the reserve.
+	Dirs []string
+	// Home is the agent home and HomeLimit the space it may use (`disk`
+	// in .d/limits; 0: no limit). Agent names the definition in messages.
+	Home      string
+	HomeLimit int64
+	Agent     string
+	// Stop is called once, from the watcher's goroutine (it must not
+	// block), with the message that concludes the run.
+	Stop func(msg string)
+}
+
 type entry struct {
-	id   string
-	dirs []string
-	stop func(msg string)
+	Run
 	// Only the loop touches these (one loop runs at a time).
 	base    int64
 	hasBase bool
@@ -108,15 +123,13 @@ func (w *Watcher) Reserve(total int64) int64 {
 	return min(int64(DefaultReserve), total/DefaultShare)
 }
 
-// Register watches a run whose writable host directories are dirs; stop is
-// called (once, from the watcher's goroutine: it must not block) with the
-// message that concludes the run when it is to be stopped. The returned
-// function unregisters it. A nil Watcher watches nothing.
-func (w *Watcher) Register(id string, dirs []string, stop func(msg string)) (unregister func()) {
+// Register watches r until the returned function unregisters it. A nil
+// Watcher watches nothing.
+func (w *Watcher) Register(r Run) (unregister func()) {
 	if w == nil {
 		return func() {}
 	}
-	e := &entry{id: id, dirs: dirs, stop: stop}
+	e := &entry{Run: r}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.shut {
@@ -204,21 +217,33 @@ func (w *Watcher) check() error {
 		list = append(list, e)
 	}
 	w.mu.Unlock()
+	dev, err := device(w.o.Root)
+	if err != nil {
+		return err
+	}
+	for _, e := range list {
+		if e.HomeLimit <= 0 || e.stopped {
+			continue
+		}
+		// The home's own limit, whatever the free space: measured at
+		// every tick while a run of the agent is active.
+		if used, cut := measure([]string{e.Home}, 0); used > e.HomeLimit || cut {
+			e.stopped = true
+			w.o.Log.Warn("agent home over its disk limit: stopping the run", "run", e.ID, "home", e.Home, "used", used, "limit", e.HomeLimit, "measure_cut_short", cut)
+			e.Stop(homeMessage(e, used, cut))
+		}
+	}
 	if reserve <= 0 || free >= 2*reserve {
 		for _, e := range list {
 			e.hasBase = false
 		}
 		return nil
 	}
-	dev, err := device(w.o.Root)
-	if err != nil {
-		return err
-	}
 	for _, e := range list {
 		if e.stopped {
 			continue
 		}
-		used, cut := measure(e.dirs, dev)
+		used, cut := measure(e.Dirs, dev)
 		if !e.hasBase {
 			e.base, e.hasBase = used, true
 		}
@@ -228,9 +253,9 @@ func (w *Watcher) check() error {
 		}
 		e.stopped = true
 		msg := w.message(e, free, reserve, grew, cut)
-		w.o.Log.Warn("disk reserve crossed: stopping a run whose directories grow", "run", e.id, "free", free,
+		w.o.Log.Warn("disk reserve crossed: stopping a run whose directories grow", "run", e.ID, "free", free,
 			"reserve", reserve, "grew", grew, "measure_cut_short", cut)
-		e.stop(msg)
+		e.Stop(msg)
 	}
 	return nil
 }
@@ -244,7 +269,18 @@ func (w *Watcher) message(e *entry, free, reserve, grew int64, cut bool) string 
 		"kept for the daemon's logs and the other agents; this run's writable directories there (%s) %s. "+
 		"Free space there (remove what the run wrote, e.g. in the agent home), or give the daemon a smaller "+
 		"CTX_DISK_RESERVE (0 turns the reserve off)",
-		w.o.Root, human(free), human(reserve), strings.Join(e.dirs, ", "), how)
+		w.o.Root, human(free), human(reserve), strings.Join(e.Dirs, ", "), how)
+}
+
+func homeMessage(e *entry, used int64, cut bool) string {
+	how := "uses " + human(used)
+	if cut {
+		how = "could not be measured in full (an unreadable directory, or more than " + fmt.Sprint(MaxMeasure) + " entries)"
+	}
+	return fmt.Sprintf("stopped: the agent home %s %s, over its disk limit of %s (`disk` in agent/%s.d/limits; "+
+		"the daemon measures the home every %s while a run is active, the kernel does not enforce it). "+
+		"Remove files from the agent home, or raise the limit",
+		e.Home, how, human(e.HomeLimit), e.Agent, Interval)
 }
 
 // human prints a byte count in MiB (or KiB when smaller) with one decimal.
@@ -274,13 +310,21 @@ func device(path string) (uint64, error) {
 
 // measure sums the space allocated to everything below dirs that is on
 // device dev (a directory elsewhere, or a mount below one, is not
-// counted), never following a symlink; cut is true when MaxMeasure
-// entries did not suffice.
+// counted; dev 0: each directory's own device), never following a
+// symlink; cut is true when MaxMeasure entries did not suffice or a
+// directory could not be read.
 func measure(dirs []string, dev uint64) (used int64, cut bool) {
 	budget := MaxMeasure
 	for _, d := range dirs {
 		var st unix.Stat_t
-		if unix.Lstat(d, &st) != nil || st.Dev != dev || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		want := dev
+		if want == 0 {
+			want = st.Dev
+		}
+		if st.Dev != want {
 			continue
 		}
 		fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -288,7 +332,7 @@ func measure(dirs []string, dev uint64) (used int64, cut bool) {
 			continue
 		}
 		used += st.Blocks * 512
-		n, c := walk(fd, dev, &budget)
+		n, c := walk(fd, want, &budget)
 		used += n
 		if c {
 			return used, true

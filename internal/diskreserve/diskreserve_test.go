@@ -49,8 +49,8 @@ func TestStopsTheGrowingRun(t *testing.T) {
 	w := New(Options{Root: root, Reserve: 64 << 20, Interval: 10 * time.Millisecond, Statfs: d.statfs})
 	defer w.Close()
 	s := &stops{got: map[string]string{}}
-	offW := w.Register("run-w", []string{writer}, s.fn("run-w"))
-	offI := w.Register("run-i", []string{idle}, s.fn("run-i"))
+	offW := w.Register(Run{ID: "run-w", Dirs: []string{writer}, Stop: s.fn("run-w")})
+	offI := w.Register(Run{ID: "run-i", Dirs: []string{idle}, Stop: s.fn("run-i")})
 	defer offI()
 	defer offW()
 	time.Sleep(50 * time.Millisecond)
@@ -91,7 +91,7 @@ func TestTickerOnlyWhileRunsAreActive(t *testing.T) {
 	if calls.Load() != 0 {
 		t.Fatal("statfs without a run")
 	}
-	off := w.Register("r", nil, func(string) {})
+	off := w.Register(Run{ID: "r", Stop: func(string) {}})
 	time.Sleep(20 * time.Millisecond)
 	if calls.Load() == 0 {
 		t.Fatal("no check while a run is active")
@@ -104,7 +104,7 @@ func TestTickerOnlyWhileRunsAreActive(t *testing.T) {
 	if calls.Load() != n {
 		t.Fatal("checks go on after the last run left")
 	}
-	off = w.Register("r2", nil, func(string) {})
+	off = w.Register(Run{ID: "r2", Stop: func(string) {}})
 	off()
 }
 
@@ -128,6 +128,47 @@ func TestReserveAndParse(t *testing.T) {
 		}
 	}
 	var nilW *Watcher
-	nilW.Register("x", nil, nil)()
+	nilW.Register(Run{ID: "x"})()
 	nilW.Close()
+}
+
+// The agent home's own limit holds whatever the free space: the run that
+// puts the home over it is stopped; a run of an agent under its limit
+// goes on.
+func TestHomeLimit(t *testing.T) {
+	root := t.TempDir()
+	over, under := filepath.Join(root, "over"), filepath.Join(root, "under")
+	os.MkdirAll(over, 0o755)
+	os.MkdirAll(under, 0o755)
+	os.WriteFile(filepath.Join(under, "f"), make([]byte, 1<<20), 0o644)
+	w := New(Options{Root: root, Reserve: 0, Interval: 10 * time.Millisecond,
+		Statfs: func(string) (int64, int64, error) { return 1 << 40, 1 << 41, nil }})
+	defer w.Close()
+	s := &stops{got: map[string]string{}}
+	defer w.Register(Run{ID: "o", Home: over, HomeLimit: 2 << 20, Agent: "big", Stop: s.fn("o")})()
+	defer w.Register(Run{ID: "u", Home: under, HomeLimit: 2 << 20, Agent: "small", Stop: s.fn("u")})()
+	time.Sleep(50 * time.Millisecond)
+	if _, ok := s.get("o"); ok {
+		t.Fatal("stopped while under its limit")
+	}
+	os.WriteFile(filepath.Join(over, "big"), make([]byte, 3<<20), 0o644)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := s.get("o"); ok {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	msg, ok := s.get("o")
+	if !ok {
+		t.Fatal("the run over its home's limit was not stopped")
+	}
+	for _, want := range []string{over, "disk limit of 2.0 MiB", "agent/big.d/limits", "the kernel does not enforce it"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q: %s", want, msg)
+		}
+	}
+	if m, ok := s.get("u"); ok {
+		t.Errorf("the run under its limit was stopped: %s", m)
+	}
 }
