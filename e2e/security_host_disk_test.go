@@ -48,8 +48,15 @@ func checkLog(t *testing.T, w *world, agent string) {
 // and the fix, before the filesystem is full; another agent's run that
 // does not write, active at the same time, completes ok, and so does a
 // new one afterwards (the space is still low); the daemon answers ping;
-// both events.jsonl are intact.
+// both events.jsonl are intact. The same holds when the tool deletes its
+// file and keeps writing it (space no directory shows: the run's open
+// deleted files count).
 func TestSecurityHostDiskReserve(t *testing.T) {
+	t.Run("file", func(t *testing.T) { diskReserve(t, "fill") })
+	t.Run("deleted-open", func(t *testing.T) { diskReserve(t, "fill-unlinked") })
+}
+
+func diskReserve(t *testing.T, attack string) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to mount a tmpfs")
 	}
@@ -74,7 +81,7 @@ func TestSecurityHostDiskReserve(t *testing.T) {
 	// Active until well after the writer crossed the reserve (about 5 s in).
 	idle.send(sendReq("i1", "tool slow 9"))
 	wr := w.dial("writer")
-	wr.send(sendReq("w1", "tool attack fill /home/agent/fill.bin 400 256 12"))
+	wr.send(sendReq("w1", "tool attack "+attack+" /home/agent/fill.bin 400 256 12"))
 	got := wr.until("done", 60*time.Second)
 	var errf frame
 	for _, f := range got {
@@ -117,14 +124,19 @@ func TestSecurityHostDiskReserve(t *testing.T) {
 // 64 MiB into its agent home at 20 MiB/s; the run ends resource_exhausted
 // with a message naming the limit, its file and that the daemon (not the
 // kernel) measures it, with the home well short of 64 MiB, and its log
-// intact.
+// intact; also when the tool deletes its file and keeps writing it.
 func TestSecurityHostDiskLimit(t *testing.T) {
+	t.Run("file", func(t *testing.T) { diskLimit(t, "fill") })
+	t.Run("deleted-open", func(t *testing.T) { diskLimit(t, "fill-unlinked") })
+}
+
+func diskLimit(t *testing.T, attack string) {
 	w := newWorld(t)
 	w.start()
 	installAttack(t, w)
 	w.agent("capped", map[string]string{"tools": "attack\n", "limits": "disk 8M\n"})
 	c := w.dial("capped")
-	c.send(sendReq("c1", "tool attack fill /home/agent/fill.bin 64 256 12"))
+	c.send(sendReq("c1", "tool attack "+attack+" /home/agent/fill.bin 64 256 12"))
 	got := c.until("done", 60*time.Second)
 	var errf frame
 	for _, f := range got {
@@ -140,12 +152,19 @@ func TestSecurityHostDiskLimit(t *testing.T) {
 			t.Errorf("message lacks %q: %s", want, errf.Message)
 		}
 	}
-	fi, err := os.Stat(filepath.Join(w.root, "home", itoa(os.Getuid()), "agent", "capped", "fill.bin"))
-	if err != nil {
-		t.Fatal(err)
+	if attack == "fill" {
+		fi, err := os.Stat(filepath.Join(w.root, "home", itoa(os.Getuid()), "agent", "capped", "fill.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() >= 40<<20 {
+			t.Errorf("the home grew to %d bytes: the limit did not stop the writer", fi.Size())
+		}
 	}
-	if fi.Size() >= 40<<20 {
-		t.Errorf("the home grew to %d bytes: the limit did not stop the writer", fi.Size())
+	for _, f := range got {
+		if f.Type == "tool_result" && (f.Status != "error" || !strings.Contains(f.Content, "disk watcher")) {
+			t.Errorf("the writer's call was not ended by the disk watcher: %s", f.raw)
+		}
 	}
 	checkLog(t, w, "capped")
 }

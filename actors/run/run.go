@@ -25,6 +25,7 @@ import (
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/diskreserve"
 	"github.com/cortexfs/ctx/internal/envelope"
+	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/prompt"
 	"github.com/cortexfs/ctx/internal/provider"
@@ -830,6 +831,11 @@ func (a *Actor) watchDisk(c actor.Context) {
 	if a.spec.Workspace != "" {
 		dirs = append(dirs, a.spec.Workspace)
 	}
+	if a.spec.Scope == layout.ScopeShared {
+		// A shared session's directory is outside the agent home, and a
+		// tsh view writes it (tools.json).
+		dirs = append(dirs, a.cfg.Layout.SessionDir(a.def.Name, a.spec.Scope, a.spec.Session))
+	}
 	for _, m := range a.def.Mounts {
 		if m.Write {
 			dirs = append(dirs, m.Src)
@@ -838,7 +844,7 @@ func (a *Actor) watchDisk(c actor.Context) {
 	self, root := c.Self(), c.ActorSystem().Root
 	home := a.cfg.Layout.AgentHome(a.def.Name)
 	a.diskOff = a.cfg.Disk.Register(diskreserve.Run{ID: a.spec.RunID, Dirs: dirs, Home: home, HomeLimit: a.def.Limits.Disk,
-		Agent: a.def.Name, Stop: func(msg string) { root.Send(self, &diskLow{msg: msg}) }})
+		Agent: a.def.Name, Procs: a.group.Procs, Stop: func(msg string) { root.Send(self, &diskLow{msg: msg}) }})
 }
 
 func (a *Actor) unwatchDisk() {
@@ -871,7 +877,7 @@ func (a *Actor) onDiskLow(c actor.Context, m *diskLow) {
 			c.Stop(a.toolPID)
 		}
 		a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: a.toolCall.ID, Name: a.toolCall.Name,
-			Status: envelope.StatusError, Content: "stopped by the disk reserve"})
+			Status: envelope.StatusError, Content: "stopped by the daemon's disk watcher (the run's error says why)"})
 		a.toolCall, a.toolPID = nil, nil
 	}
 	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeResourceExhausted, Message: m.msg}, ipc.StatusError)

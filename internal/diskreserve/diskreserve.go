@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -88,6 +89,9 @@ type Run struct {
 	Home      string
 	HomeLimit int64
 	Agent     string
+	// Procs lists the run's processes (nil: none known). Files they hold
+	// open after deleting them use space no directory shows: counted.
+	Procs func() []int
 	// Stop is called once, from the watcher's goroutine (it must not
 	// block), with the message that concludes the run.
 	Stop func(msg string)
@@ -227,7 +231,9 @@ func (w *Watcher) check() error {
 		}
 		// The home's own limit, whatever the free space: measured at
 		// every tick while a run of the agent is active.
-		if used, cut := measure([]string{e.Home}, 0); used > e.HomeLimit || cut {
+		used, cut := measure([]string{e.Home}, 0)
+		used += openDeleted(e.Procs, homeDev(e.Home))
+		if used > e.HomeLimit || cut {
 			e.stopped = true
 			w.o.Log.Warn("agent home over its disk limit: stopping the run", "run", e.ID, "home", e.Home, "used", used, "limit", e.HomeLimit, "measure_cut_short", cut)
 			e.Stop(homeMessage(e, used, cut))
@@ -244,6 +250,7 @@ func (w *Watcher) check() error {
 			continue
 		}
 		used, cut := measure(e.Dirs, dev)
+		used += openDeleted(e.Procs, dev)
 		if !e.hasBase {
 			e.base, e.hasBase = used, true
 		}
@@ -339,6 +346,50 @@ func measure(dirs []string, dev uint64) (used int64, cut bool) {
 		}
 	}
 	return used, false
+}
+
+func homeDev(home string) uint64 {
+	var st unix.Stat_t
+	if unix.Stat(home, &st) != nil {
+		return 0
+	}
+	return st.Dev
+}
+
+// openDeleted sums the space of regular files on device dev that the
+// processes hold open after they were deleted (the space is used, but no
+// directory shows it), each file once.
+func openDeleted(procs func() []int, dev uint64) int64 {
+	if procs == nil || dev == 0 {
+		return 0
+	}
+	type key struct{ dev, ino uint64 }
+	seen := map[key]bool{}
+	var used int64
+	for _, pid := range procs() {
+		dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+		f, err := os.Open(dir)
+		if err != nil {
+			continue
+		}
+		names, _ := f.Readdirnames(-1)
+		f.Close()
+		for _, n := range names {
+			target, err := os.Readlink(dir + "/" + n)
+			if err != nil || !strings.HasSuffix(target, " (deleted)") {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(dir+"/"+n, &st) != nil || st.Dev != dev || st.Mode&unix.S_IFMT != unix.S_IFREG {
+				continue
+			}
+			if k := (key{st.Dev, st.Ino}); !seen[k] {
+				seen[k] = true
+				used += st.Blocks * 512
+			}
+		}
+	}
+	return used
 }
 
 // walk sums below the open directory fd (which it closes).
