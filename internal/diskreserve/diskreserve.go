@@ -34,7 +34,8 @@ import (
 
 // Tunables.
 const (
-	// Interval between two checks while runs are active.
+	// Interval between two checks while runs are active (a tenth of it
+	// while free space is below four times the reserve).
 	Interval = 500 * time.Millisecond
 	// DefaultReserve is kept free unless CTX_DISK_RESERVE says otherwise,
 	// or DefaultShare of the filesystem when that is smaller (a small
@@ -187,7 +188,7 @@ func (w *Watcher) loop(quit, prev, done chan struct{}) {
 			return
 		}
 	}
-	t := time.NewTicker(w.o.Interval)
+	t := time.NewTimer(w.o.Interval)
 	defer t.Stop()
 	failed := false
 	for {
@@ -196,7 +197,15 @@ func (w *Watcher) loop(quit, prev, done chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if err := w.check(); err != nil {
+		near, err := w.check()
+		// Near the reserve the free space is read ten times as often: a
+		// fast writer passes less of it between two checks.
+		if near {
+			t.Reset(w.o.Interval / 10)
+		} else {
+			t.Reset(w.o.Interval)
+		}
+		if err != nil {
 			if !failed {
 				w.o.Log.Warn("disk reserve: cannot read the free space of CTX_ROOT's filesystem", "root", w.o.Root, "err", err)
 			}
@@ -208,11 +217,12 @@ func (w *Watcher) loop(quit, prev, done chan struct{}) {
 }
 
 // check is one tick: the free space, and below twice the reserve the
-// runs' growth. It runs on the loop's goroutine only.
-func (w *Watcher) check() error {
+// runs' growth; near says free space is below four times the reserve. It
+// runs on the loop's goroutine only.
+func (w *Watcher) check() (near bool, err error) {
 	free, total, err := w.o.Statfs(w.o.Root)
 	if err != nil {
-		return err
+		return false, err
 	}
 	reserve := w.Reserve(total)
 	w.mu.Lock()
@@ -221,9 +231,10 @@ func (w *Watcher) check() error {
 		list = append(list, e)
 	}
 	w.mu.Unlock()
+	near = reserve > 0 && free < 4*reserve
 	dev, err := device(w.o.Root)
 	if err != nil {
-		return err
+		return near, err
 	}
 	for _, e := range list {
 		if e.HomeLimit <= 0 || e.stopped {
@@ -243,7 +254,7 @@ func (w *Watcher) check() error {
 		for _, e := range list {
 			e.hasBase = false
 		}
-		return nil
+		return near, nil
 	}
 	for _, e := range list {
 		if e.stopped {
@@ -264,7 +275,7 @@ func (w *Watcher) check() error {
 			"reserve", reserve, "grew", grew, "measure_cut_short", cut)
 		e.Stop(msg)
 	}
-	return nil
+	return near, nil
 }
 
 func (w *Watcher) message(e *entry, free, reserve, grew int64, cut bool) string {
