@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // warnings are the messages of a run's warning frames.
@@ -57,17 +58,33 @@ func TestSecurityHostProtectFailsClosed(t *testing.T) {
 	mustGit(t, home, repo, "commit", "-q", "--allow-empty", "-m", "first")
 
 	// Run 1: the workspace is writable (its walk is complete); the agent
-	// plants the files. Its end-of-run check is cut short: said.
-	tr, frames := callTool(t, w, "pw", ws, "attack", "plant", "1030", "/workspace")
-	if got := results(tr.Content)["planted"]; got != "1030" {
-		t.Fatalf("planting: %s", tr.Content)
+	// plants the files, then calls again: that call's sandbox already has
+	// the workspace read-only, and the run is told. Its end-of-run check
+	// is cut short: said.
+	c := w.dial("pw")
+	c.send(sendReq("plant", "tooltwice attack plant 1030 /workspace", "workspace", ws))
+	frames := c.until("done", 60*time.Second)
+	var res []frame
+	for _, f := range frames {
+		if f.Type == "tool_result" {
+			res = append(res, f)
+		}
+	}
+	if len(res) != 2 || results(res[0].Content)["planted"] != "1030" {
+		t.Fatalf("planting: %v", types(frames))
+	}
+	if res[1].Status != "error" || !strings.Contains(res[1].Content, "read-only file system") {
+		t.Errorf("the second call, after the planting, could write: %s", res[1].raw)
+	}
+	if !anyContains(warnings(frames), "/workspace is read-only", "partial "+ws) {
+		t.Errorf("the run that made its workspace read-only was not told: %q", warnings(frames))
 	}
 	if !anyContains(warnings(frames), "end-of-run check", "incomplete", "/workspace", "more than 1024 protected paths") {
 		t.Errorf("the cut-short end-of-run check of the planting run was not said: %q", warnings(frames))
 	}
 
 	// Run 2: the walk stops at its bound; the workspace is read-only.
-	tr, frames = callTool(t, w, "pw", ws, "attack", "fsops",
+	tr, frames := callTool(t, w, "pw", ws, "attack", "fsops",
 		"fsmon", "/workspace/nested/repo/.git/config", filepath.Join(ws, "evil.sh"),
 		"hook", "/workspace/nested/repo/.git/hooks/pre-commit", mark,
 		"w", "/workspace/new.txt", "x")

@@ -344,6 +344,7 @@ func (a *Actor) startStep(c actor.Context) {
 			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}
+		warnings = append(warnings, held.Warnings()...)
 		opts.Spec = spec
 		p, err := proc.Start(opts)
 		held.Started()
@@ -616,6 +617,9 @@ func (a *Actor) onToolResult(c actor.Context, r *tool.Result) {
 		c.Stop(a.toolPID)
 	}
 	a.toolCall, a.toolPID = nil, nil
+	// A sandbox whose workspace the run made read-only (it planted files
+	// past the protected-path walk's bound) is said, once per run.
+	a.warn(c, r.Warnings)
 	a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: r.CallID, Name: r.Name, Status: r.Status,
 		Content: r.Content, Truncated: r.Truncated, Layer: r.Layer})
 	if a.model != nil {

@@ -157,6 +157,17 @@ func (v View) Build(argv []string, env map[string]string) (bwrap.Spec, *Held, er
 type Held struct {
 	files    []*os.File
 	releases []func()
+	warnings []string
+}
+
+// Warnings are what the run should be told about this sandbox: a
+// directory bound read-only because its protected paths could not all be
+// found, and the grant that lifts it.
+func (h *Held) Warnings() []string {
+	if h == nil {
+		return nil
+	}
+	return h.warnings
 }
 
 // Started closes the descriptors bwrap inherited (it has its own copies).
@@ -354,6 +365,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 		// whose config and hooks host git runs (README "What the
 		// workspace may change").
 		log.Warn("protected-path walk stopped early; bound read-only", "agent", v.Def.Name, "dir", d.Path, "at", dst, "why", found.Truncated)
+		h.warnings = append(h.warnings, found.Warning(d, dst, v.Def.Name))
 		return nil
 	case found.Granted != "":
 		log.Warn("protected-path walk stopped early; writable by .d/protect, deeper paths not protected",
