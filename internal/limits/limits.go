@@ -1,5 +1,5 @@
 // Package limits parses agent/<name>.d/limits, the resource limits of every
-// run of an agent (issue 11 "Limits per run"): tasks, memory and CPU weight,
+// run of an agent (README "Limits"): tasks, memory and CPU weight,
 // and the space the agent home may use.
 package limits
 

@@ -347,7 +347,8 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 
 // protect binds read-only every protected path the walk found below the
 // directory d (bound at dst), with a placeholder for each absent top-level
-// name, and hides the runtime's trees inside it (issue 11). A directory
+// name, and hides the runtime's trees inside it (README "What the workspace
+// may change"). A directory
 // whose walk was cut short is bound read-only whole (the caller did), so
 // it needs no more than the hiding.
 func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, found workspace.Protection, byFD bool,
