@@ -348,9 +348,8 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 // protect binds read-only every protected path the walk found below the
 // directory d (bound at dst), with a placeholder for each absent top-level
 // name, and hides the runtime's trees inside it (README "What the workspace
-// may change"). A directory
-// whose walk was cut short is bound read-only whole (the caller did), so
-// it needs no more than the hiding.
+// may change"). A directory whose walk was cut short is bound read-only
+// whole (the caller did), so it needs no more than the hiding.
 func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, found workspace.Protection, byFD bool,
 	mount func(*[]bwrap.Mount, *os.File, string, string, bool), log *slog.Logger) error {
 	// d.File itself is already held (mounted); Held closes it.
