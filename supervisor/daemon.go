@@ -27,6 +27,7 @@ import (
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/diskreserve"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/toolset"
@@ -68,6 +69,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	cfg.Bwrap = bw
 	cfg.StartMCP()
 	cfg.Cgroups = startCgroups(ctx, cfg)
+	// The disk reserve: a ticker while runs are active (README "The disk").
+	cfg.Disk = diskreserve.New(diskreserve.Options{Root: l.Root, Reserve: cfg.DiskReserve, Log: cfg.Log.With("component", "disk")})
+	defer cfg.Disk.Close()
 	roots, err := launchroot.New(l.UID)
 	if err != nil {
 		return fmt.Errorf("daemon: launch roots: %w", err)

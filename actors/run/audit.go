@@ -15,6 +15,9 @@ type audit struct {
 	dirs  []string // host paths: the workspace, then rw .d/mount sources
 	label []string // how the warning names each
 	snaps []*workspace.Snapshot
+	// readOnly: one warning per directory bound read-only for the run
+	// because its protected paths could not all be found.
+	readOnly []string
 }
 
 // takeAudit snapshots the workspace and the writable mount sources. It
@@ -30,6 +33,13 @@ func takeAudit(l layout.Layout, def *agentdef.Def, ws string) *audit {
 		a.dirs = append(a.dirs, p)
 		a.label = append(a.label, label)
 		a.snaps = append(a.snaps, workspace.Take(d.File, def.Protect, d.Hide))
+		// The same judgement the view makes when it binds the directory
+		// (sandbox.View.build), so the run can say why it is read-only and
+		// which grant lifts it. The view walks again at every sandbox start
+		// and binds by its own walk.
+		if w := workspace.Protect(d, def.Protect).Warning(d, label, def.Name); w != "" {
+			a.readOnly = append(a.readOnly, w)
+		}
 	}
 	if ws != "" {
 		add(ws, layout.SandboxWorkspace)
@@ -46,17 +56,21 @@ func takeAudit(l layout.Layout, def *agentdef.Def, ws string) *audit {
 }
 
 // changes compares each directory with its snapshot, naming paths as the
-// sandbox saw them.
-func (a *audit) changes() []string {
-	var out []string
+// sandbox saw them; incomplete names the directories whose comparison a
+// cut-short walk left partial (it is said, never taken for "nothing").
+func (a *audit) changes() (changes, incomplete []string) {
 	for i, p := range a.dirs {
 		d, err := workspace.Open(p, workspace.Options{Layout: a.l, Grants: a.g, Homes: []string{}})
 		if err != nil {
+			incomplete = append(incomplete, "the check of "+a.label[i]+" could not open it again: "+err.Error())
 			continue
 		}
 		after := workspace.Take(d.File, a.g, d.Hide)
 		d.Close()
-		out = append(out, a.snaps[i].Changes(after, a.label[i])...)
+		changes = append(changes, a.snaps[i].Changes(after, a.label[i])...)
+		if w := a.snaps[i].Incomplete(after, a.label[i]); w != "" {
+			incomplete = append(incomplete, w)
+		}
 	}
-	return out
+	return changes, incomplete
 }

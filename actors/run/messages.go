@@ -79,10 +79,15 @@ type defLoaded struct {
 
 // audited carries the run's host-code changes and the conclusion that
 // waited for them.
+// diskLow: the disk reserve watcher stops this run (its writable
+// directories grow while CTX_ROOT's filesystem is below the reserve).
+type diskLow struct{ msg string }
+
 type audited struct {
-	warnings []string
-	f        *ipc.Frame
-	status   string
+	warnings   []string
+	incomplete []string // directories whose end-of-run check a cut-short walk left partial
+	f          *ipc.Frame
+	status     string
 }
 
 type stepStarted struct {

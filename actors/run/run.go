@@ -23,7 +23,9 @@ import (
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/config"
+	"github.com/cortexfs/ctx/internal/diskreserve"
 	"github.com/cortexfs/ctx/internal/envelope"
+	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/prompt"
 	"github.com/cortexfs/ctx/internal/provider"
@@ -79,6 +81,8 @@ type Actor struct {
 	// off the actor; the run stops only once it has reported.
 	startPending bool
 	audit        *audit // the workspace as the run found it (issue 11)
+	// diskOff ends the run's registration with the disk reserve watcher.
+	diskOff func()
 }
 
 // Receive only dispatches.
@@ -114,6 +118,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onConcluded(c)
 	case *audited:
 		a.onAudited(c, m)
+	case *diskLow:
+		a.onDiskLow(c, m)
 	case *acpStarted:
 		a.onACPStarted(c, m)
 	case *acpSession:
@@ -139,6 +145,7 @@ func (a *Actor) Receive(c actor.Context) {
 		}
 		a.killAll()
 		a.closeGroup(0)
+		a.unwatchDisk()
 	case *actor.Stopping:
 		a.onStopping()
 	case *actor.Terminated:
@@ -242,6 +249,12 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		Tools:     sandbox.NoTools, // issue 11 item 4: an agent step acts only through tool_call
 		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd, Placeholders: a.cfg.Placeholders, Log: a.log}
 	a.audit = m.audit
+	a.watchDisk(c)
+	if m.audit != nil {
+		// Protection fails closed: the run is told which of its
+		// directories are read-only and the grant that lifts it.
+		a.warn(c, m.audit.readOnly)
+	}
 	if a.spec.Op == ipc.OpTsh {
 		// spec: P3 — a tsh op runs one tsh call through the tool path; no agent, no model.
 		a.startTool(c, &envelope.Line{Type: "tool_call", ID: "call-1", Name: "tsh", Args: a.spec.Args})
@@ -331,6 +344,7 @@ func (a *Actor) startStep(c actor.Context) {
 			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}
+		warnings = append(warnings, held.Warnings()...)
 		opts.Spec = spec
 		p, err := proc.Start(opts)
 		held.Started()
@@ -603,6 +617,9 @@ func (a *Actor) onToolResult(c actor.Context, r *tool.Result) {
 		c.Stop(a.toolPID)
 	}
 	a.toolCall, a.toolPID = nil, nil
+	// A sandbox whose workspace the run made read-only (it planted files
+	// past the protected-path walk's bound) is said, once per run.
+	a.warn(c, r.Warnings)
 	a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: r.CallID, Name: r.Name, Status: r.Status,
 		Content: r.Content, Truncated: r.Truncated, Layer: r.Layer})
 	if a.model != nil {
@@ -688,7 +705,10 @@ func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 		a.enter(phaseConcluding)
 		a.audit = nil
 		self, root := c.Self(), c.ActorSystem().Root
-		go func() { root.Send(self, &audited{warnings: au.changes(), f: f, status: status}) }()
+		go func() {
+			changes, incomplete := au.changes()
+			root.Send(self, &audited{warnings: changes, incomplete: incomplete, f: f, status: status})
+		}()
 		return
 	}
 	a.enter(phaseConcluded)
@@ -709,6 +729,13 @@ func (a *Actor) onAudited(c actor.Context, m *audited) {
 			msg = msg[:8<<10] + " …"
 		}
 		a.log.Warn("run changed what runs code on the host", "changes", m.warnings)
+		a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: msg})
+	}
+	if len(m.incomplete) > 0 {
+		// A cut-short walk is said, or a run could hide a new hook behind
+		// enough planted files and be reported as having changed nothing.
+		msg := "the end-of-run check of what runs code on the host is incomplete: " + strings.Join(m.incomplete, "; ")
+		a.log.Warn("end-of-run check incomplete", "why", m.incomplete)
 		a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: msg})
 	}
 	a.finish(c, m.f, m.status)
@@ -796,6 +823,68 @@ func (a *Actor) onStopping() {
 // the actor (issue 11 item 7).
 func (a *Actor) onStopped() {
 	a.closeGroup(a.cfg.CancelGrace)
+	a.unwatchDisk()
+}
+
+// watchDisk registers the run with the disk reserve watcher: its writable
+// host directories are the agent home, the workspace and the rw .d/mount
+// sources — the view's writable mounts (the watcher counts those on
+// CTX_ROOT's filesystem).
+func (a *Actor) watchDisk(c actor.Context) {
+	dirs := []string{a.cfg.Layout.AgentHome(a.def.Name)} // spec: B2 — the agent home is always writable
+	if a.spec.Workspace != "" {
+		dirs = append(dirs, a.spec.Workspace)
+	}
+	if a.spec.Scope == layout.ScopeShared {
+		// A shared session's directory is outside the agent home, and a
+		// tsh view writes it (tools.json).
+		dirs = append(dirs, a.cfg.Layout.SessionDir(a.def.Name, a.spec.Scope, a.spec.Session))
+	}
+	for _, m := range a.def.Mounts {
+		if m.Write {
+			dirs = append(dirs, m.Src)
+		}
+	}
+	self, root := c.Self(), c.ActorSystem().Root
+	home := a.cfg.Layout.AgentHome(a.def.Name)
+	a.diskOff = a.cfg.Disk.Register(diskreserve.Run{ID: a.spec.RunID, Dirs: dirs, Home: home, HomeLimit: a.def.Limits.Disk,
+		Agent: a.def.Name, Procs: a.group.Procs, Stop: func(msg string) { root.Send(self, &diskLow{msg: msg}) }})
+}
+
+func (a *Actor) unwatchDisk() {
+	if a.diskOff != nil {
+		a.diskOff()
+		a.diskOff = nil
+	}
+}
+
+// onDiskLow acts until the run is concluded: the disk holding CTX_ROOT is
+// below its reserve and this run's directories grow, or its agent home is
+// over its `disk` limit. Its processes are
+// killed at once — every moment of the cancel grace would eat the reserve
+// the daemon's log appends need — and it concludes resource_exhausted
+// with the watcher's message (the reserve, the free space, the fix).
+func (a *Actor) onDiskLow(c actor.Context, m *diskLow) {
+	if a.phase.concluded() {
+		return
+	}
+	a.log.Warn("run stopped by the disk reserve", "why", m.msg)
+	a.closeGroup(0)
+	for _, p := range a.procs {
+		p.Kill()
+	}
+	if a.model != nil && a.model.cancel != nil {
+		a.model.cancel()
+	}
+	if a.toolCall != nil {
+		if a.toolPID != nil {
+			c.Stop(a.toolPID)
+		}
+		a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: a.toolCall.ID, Name: a.toolCall.Name,
+			Status: envelope.StatusError, Content: "stopped by the daemon's disk watcher (the run's error says why)"})
+		a.toolCall, a.toolPID = nil, nil
+	}
+	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeResourceExhausted, Message: m.msg}, ipc.StatusError)
 }
 
 func (a *Actor) closeGroup(grace time.Duration) {

@@ -31,6 +31,9 @@ type Result struct {
 	Content   string
 	Truncated bool
 	Layer     string // for denied: which authority layer refused (V3)
+	// Warnings about the call's sandbox (a directory bound read-only
+	// because its protected paths could not all be found).
+	Warnings []string
 }
 
 // NeedApproval is sent to the parent before spawn when Ask is set.

@@ -209,6 +209,7 @@ func (a *Actor) spawn(c actor.Context) {
 			return
 		}
 		status, content, trunc := envelope.Normalize(head, p.Stderr(), werr == nil)
-		root.Send(self, &finished{res: &Result{CallID: call.CallID, Name: call.Name, Status: status, Content: content, Truncated: trunc}})
+		root.Send(self, &finished{res: &Result{CallID: call.CallID, Name: call.Name, Status: status, Content: content, Truncated: trunc,
+			Warnings: held.Warnings()}})
 	}()
 }

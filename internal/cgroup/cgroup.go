@@ -147,6 +147,23 @@ func (g *Group) EnterFunc() func(tid int) (func() error, error) {
 	}
 }
 
+// Procs lists the processes in the group now (none for a nil or unused
+// group, or where the backend cannot list them: rlimits). The disk
+// watcher reads it for files the run deleted but still holds open.
+func (g *Group) Procs() []int {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	used, closed := g.used, g.closed
+	g.mu.Unlock()
+	if !used || closed {
+		return nil
+	}
+	ps, _ := g.m.b.procs(g.name)
+	return ps
+}
+
 // PlaceFunc is the proc.Options.Place hook of the group (nil for a nil group).
 func (g *Group) PlaceFunc() func(pid int) error {
 	if g == nil {

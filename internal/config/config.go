@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cortexfs/ctx/internal/cgroup"
+	"github.com/cortexfs/ctx/internal/diskreserve"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcphost"
@@ -56,6 +57,12 @@ type Config struct {
 	// ACPTimeout bounds an acp-v1 agent's answers to initialize and
 	// session/new (CTX_ACP_TIMEOUT, default 60s; issue 14).
 	ACPTimeout time.Duration
+	// DiskReserve is the free space kept on CTX_ROOT's filesystem for the
+	// daemon's logs (CTX_DISK_RESERVE, a size; negative: the default,
+	// 0: none). Disk watches it while runs are active; nil in tests that
+	// start no daemon.
+	DiskReserve int64
+	Disk        *diskreserve.Watcher
 	// Fault is a test-only fault hook (built with -tags ctxfault); nil otherwise.
 	Fault func(point string)
 
@@ -79,6 +86,14 @@ func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
 			*dst = d
 		}
 	}
+	c.DiskReserve = -1
+	if v := os.Getenv("CTX_DISK_RESERVE"); v != "" {
+		n, err := diskreserve.ParseReserve(v)
+		if err != nil {
+			return nil, &BadTunable{Name: "CTX_DISK_RESERVE", Value: v, Want: err.Error()}
+		}
+		c.DiskReserve = n
+	}
 	return c, nil
 }
 
@@ -89,9 +104,15 @@ func (c *Config) StartMCP() {
 }
 
 // BadTunable reports an unparsable tunable.
-type BadTunable struct{ Name, Value string }
+type BadTunable struct {
+	Name, Value string
+	Want        string // what is wanted; "": a Go duration
+}
 
 func (e *BadTunable) Error() string {
+	if e.Want != "" {
+		return e.Name + "=" + e.Value + ": " + e.Want
+	}
 	return e.Name + "=" + e.Value + ": want a Go duration such as 2s"
 }
 

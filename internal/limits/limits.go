@@ -1,5 +1,6 @@
 // Package limits parses agent/<name>.d/limits, the resource limits of every
-// run of an agent (issue 11 "Limits per run"): tasks, memory and CPU weight.
+// run of an agent (README "Limits"): tasks, memory and CPU weight,
+// and the space the agent home may use.
 package limits
 
 import (
@@ -17,6 +18,11 @@ type Limits struct {
 	Tasks     int64 // processes and threads at once (pids.max, TasksMax)
 	Memory    int64 // bytes (memory.max, MemoryMax); swap is not granted on top
 	CPUWeight int64 // 1…10000, 100 is the default share (cpu.weight, CPUWeight)
+	// Disk is the space in bytes the agent home may use; 0: no limit. No
+	// kernel quota is available to the daemon for a directory (README
+	// "The disk"), so the daemon's disk watcher measures the home while a
+	// run is active and stops the run that puts it over.
+	Disk int64
 }
 
 // Default is what a definition without .d/limits (or without a key) gets.
@@ -30,11 +36,14 @@ const (
 	MaxMemory    = 1 << 50
 	MinCPUWeight = 1
 	MaxCPUWeight = 10000
+	MinDisk      = 1 << 20
+	MaxDisk      = 1 << 50
 )
 
 // Parse parses .d/limits: LF-terminated UTF-8 lines `KEY VALUE`, blank lines
 // and `#` comments allowed. Keys: `tasks N`, `memory SIZE` (bytes or a K, M,
-// G, T suffix, powers of 1024), `cpu-weight N`. A key absent keeps its
+// G, T suffix, powers of 1024), `cpu-weight N`, `disk SIZE` (no limit when
+// absent). A key absent keeps its
 // default; an unknown or repeated key, or a value that is not a plain
 // number in range, is an error (the definition is invalid and runs fail
 // closed).
@@ -53,7 +62,7 @@ func Parse(b []byte) (Limits, error) {
 			continue
 		}
 		if len(f) != 2 {
-			return Limits{}, fmt.Errorf("line %d: want `KEY VALUE` (tasks N, memory SIZE, cpu-weight N)", i+1)
+			return Limits{}, fmt.Errorf("line %d: want `KEY VALUE` (tasks N, memory SIZE, cpu-weight N, disk SIZE)", i+1)
 		}
 		key, val := f[0], f[1]
 		if seen[key] {
@@ -71,8 +80,13 @@ func Parse(b []byte) (Limits, error) {
 			}
 		case "cpu-weight":
 			l.CPUWeight, err = number(val, MinCPUWeight, MaxCPUWeight)
+		case "disk":
+			l.Disk, err = Size(val)
+			if err == nil && (l.Disk < MinDisk || l.Disk > MaxDisk) {
+				err = fmt.Errorf("%s is outside %s…%s", val, FormatSize(MinDisk), FormatSize(MaxDisk))
+			}
 		default:
-			return Limits{}, fmt.Errorf("line %d: unknown key %q (want tasks, memory or cpu-weight)", i+1, key)
+			return Limits{}, fmt.Errorf("line %d: unknown key %q (want tasks, memory, cpu-weight or disk)", i+1, key)
 		}
 		if err != nil {
 			return Limits{}, fmt.Errorf("line %d: %s: %v", i+1, key, err)
@@ -130,10 +144,18 @@ func FormatSize(n int64) string {
 
 // Format prints l in the file's grammar (Parse(Format(l)) == l).
 func (l Limits) Format() []byte {
-	return fmt.Appendf(nil, "tasks %d\nmemory %s\ncpu-weight %d\n", l.Tasks, FormatSize(l.Memory), l.CPUWeight)
+	b := fmt.Appendf(nil, "tasks %d\nmemory %s\ncpu-weight %d\n", l.Tasks, FormatSize(l.Memory), l.CPUWeight)
+	if l.Disk > 0 {
+		b = fmt.Appendf(b, "disk %s\n", FormatSize(l.Disk))
+	}
+	return b
 }
 
 // String is the one-line form used in logs and `ctx doctor`.
 func (l Limits) String() string {
-	return fmt.Sprintf("tasks %d, memory %s, cpu-weight %d", l.Tasks, FormatSize(l.Memory), l.CPUWeight)
+	s := fmt.Sprintf("tasks %d, memory %s, cpu-weight %d", l.Tasks, FormatSize(l.Memory), l.CPUWeight)
+	if l.Disk > 0 {
+		s += ", disk " + FormatSize(l.Disk) + " (agent home, watched)"
+	}
+	return s
 }

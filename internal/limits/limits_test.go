@@ -15,13 +15,13 @@ func TestParse(t *testing.T) {
 	}{
 		{"", Default, ""},
 		{"# nothing\n\n", Default, ""},
-		{"tasks 64\n", Limits{64, Default.Memory, 100}, ""},
-		{"memory 256M\n", Limits{512, 256 << 20, 100}, ""},
-		{"memory 1G\ncpu-weight 50\ntasks 1000\n", Limits{1000, 1 << 30, 50}, ""},
+		{"tasks 64\n", Limits{64, Default.Memory, 100, 0}, ""},
+		{"memory 256M\n", Limits{512, 256 << 20, 100, 0}, ""},
+		{"memory 1G\ncpu-weight 50\ntasks 1000\n", Limits{1000, 1 << 30, 50, 0}, ""},
 		{"  tasks\t64   # comment? no: three fields\n", Limits{}, "line 1: want `KEY VALUE`"},
-		{"# c\n  memory   32768K  \n", Limits{512, 32 << 20, 100}, ""},
-		{"memory 17179869184\n", Limits{512, 16 << 30, 100}, ""},
-		{"memory 2T\n", Limits{512, 2 << 40, 100}, ""},
+		{"# c\n  memory   32768K  \n", Limits{512, 32 << 20, 100, 0}, ""},
+		{"memory 17179869184\n", Limits{512, 16 << 30, 100, 0}, ""},
+		{"memory 2T\n", Limits{512, 2 << 40, 100, 0}, ""},
 		{"tasks 64", Limits{}, "LF-terminated"},
 		{"tasks 64\r\n", Limits{}, "LF-terminated"},
 		{"tasks 6\x004\n", Limits{}, "LF-terminated"},
@@ -51,6 +51,17 @@ func TestParse(t *testing.T) {
 		{"cpu-weight 0\n", Limits{}, "outside 1…10000"},
 		{"cpu-weight 10001\n", Limits{}, "outside"},
 		{"cpu_weight 100\n", Limits{}, "unknown key"},
+		{"disk 300M\n", Limits{512, Default.Memory, 100, 300 << 20}, ""},
+		{"disk 1M\ntasks 64\n", Limits{64, Default.Memory, 100, 1 << 20}, ""},
+		{"disk 1048576\n", Limits{512, Default.Memory, 100, 1 << 20}, ""},
+		{"disk 1023K\n", Limits{}, "outside 1M"},
+		{"disk 0\n", Limits{}, "outside 1M"},
+		{"disk 2000T\n", Limits{}, "outside"},
+		{"disk 1.5G\n", Limits{}, "not a size"},
+		{"disk -1M\n", Limits{}, "not a size"},
+		{"disk\n", Limits{}, "want `KEY VALUE`"},
+		{"disk 1G\ndisk 2G\n", Limits{}, "line 2: disk given twice"},
+		{"Disk 1G\n", Limits{}, "unknown key"},
 	}
 	for _, c := range cases {
 		got, err := Parse([]byte(c.in))
@@ -67,7 +78,8 @@ func TestParse(t *testing.T) {
 }
 
 func TestFormatRoundTrip(t *testing.T) {
-	for _, l := range []Limits{Default, {8, MinMemory, 1}, {MaxTasks, MaxMemory, MaxCPUWeight}, {100, 32<<20 + 1024, 7}, {9, 16<<20 + 1, 2}} {
+	for _, l := range []Limits{Default, {8, MinMemory, 1, 0}, {MaxTasks, MaxMemory, MaxCPUWeight, 0}, {100, 32<<20 + 1024, 7, 0}, {9, 16<<20 + 1, 2, 0},
+		{64, 1 << 30, 100, MinDisk}, {64, 1 << 30, 100, MaxDisk}, {64, 1 << 30, 100, 5<<20 + 1}} {
 		got, err := Parse(l.Format())
 		if err != nil || got != l {
 			t.Errorf("%+v: Format %q parsed back as %+v, %v", l, l.Format(), got, err)
@@ -76,13 +88,17 @@ func TestFormatRoundTrip(t *testing.T) {
 	if s := Default.String(); s != "tasks 512, memory 4G, cpu-weight 100" {
 		t.Errorf("String() = %q", s)
 	}
+	if s := (Limits{512, 4 << 30, 100, 300 << 20}).String(); s != "tasks 512, memory 4G, cpu-weight 100, disk 300M (agent home, watched)" {
+		t.Errorf("String() = %q", s)
+	}
 }
 
 // FuzzParse: Parse never panics; what it accepts is in range and survives
 // a round trip through Format.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"", "tasks 64\n", "memory 256M\n", "cpu-weight 100\n", "# c\ntasks 512\nmemory 4G\ncpu-weight 100\n",
-		"tasks 64\ntasks 64\n", "memory 9999999999T\n", "nproc 1\n", "memory 1K\n", "tasks\t 99 \n\n", "memory 17179869184\n"} {
+		"tasks 64\ntasks 64\n", "memory 9999999999T\n", "nproc 1\n", "memory 1K\n", "tasks\t 99 \n\n", "memory 17179869184\n",
+		"disk 300M\n", "disk 1023K\n", "disk 0\n", "tasks 64\ndisk 1G\n", "disk 1G\ndisk 1G\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -91,7 +107,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		if l.Tasks < MinTasks || l.Tasks > MaxTasks || l.Memory < MinMemory || l.Memory > MaxMemory ||
-			l.CPUWeight < MinCPUWeight || l.CPUWeight > MaxCPUWeight {
+			l.CPUWeight < MinCPUWeight || l.CPUWeight > MaxCPUWeight || (l.Disk != 0 && (l.Disk < MinDisk || l.Disk > MaxDisk)) {
 			t.Fatalf("accepted out of range: %+v from %q", l, b)
 		}
 		back, err := Parse(l.Format())

@@ -157,6 +157,17 @@ func (v View) Build(argv []string, env map[string]string) (bwrap.Spec, *Held, er
 type Held struct {
 	files    []*os.File
 	releases []func()
+	warnings []string
+}
+
+// Warnings are what the run should be told about this sandbox: a
+// directory bound read-only because its protected paths could not all be
+// found, and the grant that lifts it.
+func (h *Held) Warnings() []string {
+	if h == nil {
+		return nil
+	}
+	return h.warnings
 }
 
 // Started closes the descriptors bwrap inherited (it has its own copies).
@@ -267,8 +278,9 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		if err != nil {
 			return s, nil, err
 		}
-		mount(&s.Mounts, d.File, d.Path, layout.SandboxWorkspace, true)
-		if err := v.protect(&s, h, d, layout.SandboxWorkspace, g, byFD, mount, log); err != nil {
+		p := workspace.Protect(d, g)
+		mount(&s.Mounts, d.File, d.Path, layout.SandboxWorkspace, !p.ReadOnly)
+		if err := v.protect(&s, h, d, layout.SandboxWorkspace, p, byFD, mount, log); err != nil {
 			return s, nil, err
 		}
 	}
@@ -278,12 +290,14 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		if err != nil {
 			return s, nil, err
 		}
-		mount(&s.Mounts, d.File, d.Path, m.Dst, m.Write)
 		if m.Write {
-			if err := v.protect(&s, h, d, m.Dst, g, byFD, mount, log); err != nil {
+			p := workspace.Protect(d, g)
+			mount(&s.Mounts, d.File, d.Path, m.Dst, !p.ReadOnly)
+			if err := v.protect(&s, h, d, m.Dst, p, byFD, mount, log); err != nil {
 				return s, nil, err
 			}
 		} else {
+			mount(&s.Mounts, d.File, d.Path, m.Dst, false)
 			for _, rel := range d.Hide {
 				s.TmpfsAfter = append(s.TmpfsAfter, filepath.Join(m.Dst, rel))
 			}
@@ -331,10 +345,12 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 	return s, h, nil
 }
 
-// protect binds read-only every protected path the walk finds below the
+// protect binds read-only every protected path the walk found below the
 // directory d (bound at dst), with a placeholder for each absent top-level
-// name, and hides the runtime's trees inside it (issue 11).
-func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, g workspace.Grants, byFD bool,
+// name, and hides the runtime's trees inside it (README "What the workspace
+// may change"). A directory whose walk was cut short is bound read-only
+// whole (the caller did), so it needs no more than the hiding.
+func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, found workspace.Protection, byFD bool,
 	mount func(*[]bwrap.Mount, *os.File, string, string, bool), log *slog.Logger) error {
 	// d.File itself is already held (mounted); Held closes it.
 	for _, rel := range d.Hide {
@@ -343,9 +359,17 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, g wo
 		// controls and tools, and read home/<uid>/secrets/.
 		s.TmpfsAfter = append(s.TmpfsAfter, filepath.Join(dst, rel))
 	}
-	found := workspace.Walk(d.File, g, d.Hide)
-	if found.Truncated != "" {
-		log.Warn("protected-path walk stopped early; deeper paths are not protected", "dir", d.Path, "why", found.Truncated)
+	switch {
+	case found.ReadOnly:
+		// Fail closed: what the walk did not reach may hold a repository
+		// whose config and hooks host git runs (README "What the
+		// workspace may change").
+		log.Warn("protected-path walk stopped early; bound read-only", "agent", v.Def.Name, "dir", d.Path, "at", dst, "why", found.Truncated)
+		h.warnings = append(h.warnings, found.Warning(d, dst, v.Def.Name))
+		return nil
+	case found.Granted != "":
+		log.Warn("protected-path walk stopped early; writable by .d/protect, deeper paths not protected",
+			"agent", v.Def.Name, "dir", d.Path, "at", dst, "why", found.Truncated, "grant", found.Granted)
 	}
 	for _, e := range found.Entries {
 		at := filepath.Join(dst, e.Rel)

@@ -20,6 +20,9 @@ import (
 // snapshots, before and after a run, give the run's warning (issue 11).
 type Snapshot struct {
 	items map[string]string
+	// Truncated: why the walk stopped early, or "". A cut-short snapshot
+	// compares only what it reached; its reader must say so.
+	Truncated string
 }
 
 // maxConfig bounds a git config file read for the snapshot.
@@ -29,6 +32,7 @@ const maxConfig = 256 << 10
 func Take(dir *os.File, g Grants, skip []string) *Snapshot {
 	s := &Snapshot{items: map[string]string{}}
 	found := Walk(dir, Grants{}, skip) // every repository, granted or not
+	s.Truncated = found.Truncated
 	for _, e := range found.Entries {
 		if !e.Repo || e.Kind == KindAbsent {
 			continue
@@ -98,6 +102,26 @@ func (s *Snapshot) hooks(dir *os.File, rel string) {
 		}
 		s.items["hook\x00"+rel+"/"+e.Name()] = fingerprint(dir, rel+"/"+e.Name())
 	}
+}
+
+// Incomplete says, in one sentence, that the comparison of s with after
+// (the directory seen at at) did not cover the whole directory because a
+// walk was cut short, or "" when both walks were complete. What lies past
+// the bound may have changed: the check reports that it could not look,
+// never "nothing".
+func (s *Snapshot) Incomplete(after *Snapshot, at string) string {
+	var why []string
+	if s.Truncated != "" {
+		why = append(why, "at the run's start: "+s.Truncated)
+	}
+	if after.Truncated != "" {
+		why = append(why, "at its end: "+after.Truncated)
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the check of %s stopped early (%s): repositories, hooks and git config past that bound were not compared, "+
+		"so changes there are not reported", at, strings.Join(why, "; "))
 }
 
 // Changes lists, one sentence each, what after has that s had not; paths

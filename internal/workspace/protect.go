@@ -1,6 +1,8 @@
 package workspace
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path"
 	"slices"
@@ -8,13 +10,16 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cortexfs/ctx/internal/safefs"
 )
 
 // Bounds of the protected-path walk (README "What the workspace may
 // change"): .git is looked for down to MaxDepth directories below the top,
 // at most MaxEntries directory entries are read, for at most MaxWalk, and
 // at most MaxProtected paths are protected. Past a bound the walk stops
-// (Found.Truncated) and what lies further is not protected.
+// (Found.Truncated): what lies further is unknown, so the directory is
+// bound read-only unless a `partial` grant takes it as it is (Protect).
 const (
 	MaxDepth     = 8
 	MaxEntries   = 200_000
@@ -98,7 +103,12 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 		} else if time.Since(start) > MaxWalk {
 			out.Truncated = "the walk took longer than " + MaxWalk.String()
 		}
-		if err != nil || out.Truncated != "" {
+		if err != nil && out.Truncated == "" {
+			// An unreadable directory may hold a repository the sandbox's
+			// owner can make readable again inside: unknown, so cut short.
+			out.Truncated = "cannot read " + shown(it.rel) + ": " + err.Error()
+		}
+		if out.Truncated != "" {
 			f.Close()
 			continue
 		}
@@ -131,8 +141,13 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 			}
 			if e.IsDir() && it.depth < MaxDepth {
 				fd, err := unix.Openat(it.fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-				if err == nil {
+				switch {
+				case err == nil:
 					queue = append(queue, item{fd, rel, it.depth + 1})
+				case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+					// Gone or replaced since it was listed: not a directory to walk.
+				default:
+					out.Truncated = "cannot read " + shown(rel) + ": " + err.Error()
 				}
 			}
 		}
@@ -148,6 +163,14 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 	return out
 }
 
+// shown names a walked path in a message.
+func shown(rel string) string {
+	if rel == "" {
+		return "the top directory"
+	}
+	return rel
+}
+
 func kindOf(names map[string]os.FileMode, n string) Kind {
 	t, ok := names[n]
 	switch {
@@ -159,4 +182,63 @@ func kindOf(names map[string]os.FileMode, n string) Kind {
 		return KindDir
 	}
 	return KindFile
+}
+
+// Protection is what a writable directory's walk found and how it may be
+// bound: the protected paths are the authority for what stays read-only
+// in it, so when they cannot all be found (the walk was cut short by a
+// bound) the directory is not bound writable at all — unknown nested
+// repositories would otherwise get writable config and hooks — unless its
+// `partial DIR` grant says to take the walk as it is.
+type Protection struct {
+	Found
+	// ReadOnly: the walk was cut short and no grant lifts it: bind the
+	// whole directory read-only.
+	ReadOnly bool
+	// Granted is the `partial` grant that kept a cut-short directory
+	// writable, or "".
+	Granted string
+}
+
+// Protect walks d for its protected paths (Walk, with d.Hide skipped) and
+// judges whether it may be bound writable.
+func Protect(d *Dir, g Grants) Protection {
+	p := Protection{Found: Walk(d.File, g, d.Hide)}
+	if p.Truncated == "" {
+		return p
+	}
+	if grant := g.partialFor(d); grant != "" {
+		p.Granted = "partial " + grant
+		return p
+	}
+	p.ReadOnly = true
+	return p
+}
+
+// partialFor is the `partial` grant naming d (judged by identity, as
+// `allow` is), or "".
+func (g Grants) partialFor(d *Dir) string {
+	id, err := safefs.ID(d.File)
+	if err != nil {
+		return ""
+	}
+	for _, a := range g.Partial {
+		if aid, err := safefs.StatID(a); err == nil && aid == id {
+			return a
+		}
+	}
+	return ""
+}
+
+// Warning is the sentence a run shows when d (seen at at in the sandbox,
+// agent's definition) is bound read-only: why, and the grant that lifts
+// it. "" when it is not.
+func (p Protection) Warning(d *Dir, at, agent string) string {
+	if !p.ReadOnly {
+		return ""
+	}
+	return fmt.Sprintf("%s is read-only for this run: the walk for its protected paths (nested .git, hooks, "+
+		"editor and shell files) stopped early (%s), so nested repositories past that bound could not be protected; "+
+		"to bind it writable with only the paths found protected, add the line `partial %s` to agent/%s.d/protect",
+		at, p.Truncated, d.Path, agent)
 }

@@ -51,6 +51,10 @@ type Grants struct {
 	Allow     []string        // "allow DIR": DIR may be a workspace or mount source although it is /, the home or an ancestor
 	Writable  map[string]bool // "writable NAME": NAME is not protected at all
 	Creatable map[string]bool // "creatable NAME": NAME stays read-only where it exists, but may be created where absent
+	// Partial: "partial DIR": DIR may be bound writable although its
+	// protected-path walk was cut short (Protect), paths past the bound
+	// then unprotected.
+	Partial []string
 }
 
 // ParseGrants parses .d/protect:
@@ -59,6 +63,7 @@ type Grants struct {
 //	allow DIR        DIR (absolute, clean) may be a workspace or .d/mount source although it is /, the owner's home or an ancestor of it
 //	writable NAME    NAME (one of Protected) is writable where it exists and creatable where absent
 //	creatable NAME   NAME stays read-only where it exists; where absent it gets no placeholder (`creatable .git` lets `git init` run)
+//	partial DIR      DIR (absolute, clean; its real path) is bound writable even when the walk for its protected paths is cut short by a bound
 //
 // Anything else makes the definition invalid (runs fail closed).
 func ParseGrants(b []byte) (Grants, error) {
@@ -75,14 +80,18 @@ func ParseGrants(b []byte) (Grants, error) {
 			continue
 		}
 		if len(f) != 2 {
-			return g, fmt.Errorf("line %d: want `allow DIR`, `writable NAME` or `creatable NAME`", i+1)
+			return g, fmt.Errorf("line %d: want `allow DIR`, `partial DIR`, `writable NAME` or `creatable NAME`", i+1)
 		}
 		switch f[0] {
-		case "allow":
+		case "allow", "partial":
 			if !filepath.IsAbs(f[1]) || filepath.Clean(f[1]) != f[1] {
 				return g, fmt.Errorf("line %d: %q is not a clean absolute path", i+1, f[1])
 			}
-			g.Allow = append(g.Allow, f[1])
+			if f[0] == "allow" {
+				g.Allow = append(g.Allow, f[1])
+			} else {
+				g.Partial = append(g.Partial, f[1])
+			}
 		case "writable", "creatable":
 			if !slices.Contains(Protected, f[1]) {
 				return g, fmt.Errorf("line %d: %q is not a protected name (%s)", i+1, f[1], strings.Join(Protected, " "))

@@ -20,6 +20,7 @@ func TestParseGrants(t *testing.T) {
 		{"allow rel\n", "clean absolute"}, {"allow /a/../b\n", "clean absolute"},
 		{"writable .ssh\n", "not a protected name"}, {"deny /x\n", "unknown grant"},
 		{"allow /x", "LF-terminated"}, {"allow /x y\n", "want"}, {"allow\n", "want"},
+		{"partial /w\n", ""}, {"partial w\n", "clean absolute"}, {"partial /w/\n", "clean absolute"}, {"partial\n", "want"},
 	} {
 		_, err := ParseGrants([]byte(c.in))
 		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
@@ -33,7 +34,7 @@ func TestParseGrants(t *testing.T) {
 }
 
 func FuzzParseGrants(f *testing.F) {
-	for _, s := range []string{"allow /h\n", "writable .git\n", "creatable .mcp.json\n# x\n", "allow\n", "x y z\n"} {
+	for _, s := range []string{"allow /h\n", "partial /w\n", "partial ../w\n", "writable .git\n", "creatable .mcp.json\n# x\n", "allow\n", "x y z\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -41,7 +42,7 @@ func FuzzParseGrants(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, a := range g.Allow {
+		for _, a := range append(g.Allow, g.Partial...) {
 			if !filepath.IsAbs(a) || filepath.Clean(a) != a {
 				t.Fatalf("allowed %q", a)
 			}
