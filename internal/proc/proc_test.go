@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,5 +136,40 @@ func TestPlaceRunsBeforeTheProgram(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the program ran although Place failed")
+	}
+}
+
+// TestGateAbortsOnEOF: a gate whose release never comes (its stdin reads
+// EOF, as when the daemon dies while the sandbox is held) exits GateExit
+// and never runs the program; a released gate runs it with its stdin.
+func TestGateAbortsOnEOF(t *testing.T) {
+	dir := t.TempDir()
+	argv := gateArgv(bwrap.Spec{Argv: []string{"/bin/sh", "-c", "cat > " + dir + "/ran"}})
+	for _, release := range []bool{false, true} {
+		g, r, err := newGate([]byte("data"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdin = r
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		if release {
+			g.open()
+		} else {
+			g.abortUnreleased()
+		}
+		err = cmd.Wait()
+		g.abort()
+		<-g.done
+		b, rerr := os.ReadFile(dir + "/ran")
+		switch {
+		case !release && (cmd.ProcessState.ExitCode() != GateExit || rerr == nil):
+			t.Errorf("unreleased gate: exit %d (%v), program ran: %v", cmd.ProcessState.ExitCode(), err, rerr == nil)
+		case release && (err != nil || string(b) != "data"):
+			t.Errorf("released gate: %v, stdin %q", err, b)
+		}
 	}
 }
