@@ -3,6 +3,7 @@ package proc
 import (
 	"io"
 	"os"
+	"strconv"
 	"sync"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
@@ -38,16 +39,10 @@ type gate struct {
 	done chan struct{} // closed when the writer goroutine ended
 }
 
-// gateArgv wraps argv in the gate. dash (Debian's /bin/sh) exports PWD
-// to what it execs: the gate unsets it unless the sandbox's environment
-// has it, so the program's environment stays exactly Spec.Env (X11, B3).
+// gateArgv wraps argv in the gate. The environment is untouched: bwrap
+// sets PWD itself, and dash passes it on as it found it.
 func gateArgv(s bwrap.Spec) []string {
-	script := "IFS= read -r ctx_gate || exit 125; "
-	if _, ok := s.Env["PWD"]; !ok {
-		script += "unset PWD; "
-	}
-	script += `exec "$@"`
-	return append([]string{GateShell, "-c", script, "ctx-gate"}, s.Argv...)
+	return append([]string{GateShell, "-c", "IFS= read -r ctx_gate || exit " + strconv.Itoa(GateExit) + `; exec "$@"`, "ctx-gate"}, s.Argv...)
 }
 
 // newGate returns a gate whose read end is the program's stdin: stdin

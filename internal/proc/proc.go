@@ -100,7 +100,7 @@ func Start(o Options) (*Proc, error) {
 		if g, r, err = newGate(o.Stdin, o.StdinPipe); err != nil {
 			return nil, fmt.Errorf("start %s: gate: %w", name, err)
 		}
-		defer r.Close() // bwrap has its own copy once started
+		defer r.Close()           // bwrap has its own copy once started
 		defer g.abortUnreleased() // unless released below: a failed start never runs the program
 		o.Spec.Argv = gateArgv(o.Spec)
 		if args, err = o.Spec.Args(); err != nil {
