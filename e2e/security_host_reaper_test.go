@@ -117,3 +117,86 @@ func TestSecurityHostReaperSweepsLeftovers(t *testing.T) {
 		t.Errorf("the reaper's sweep was not logged:\n%s", w.log)
 	}
 }
+
+// TestSecurityHostApprovedFileBoundByDescriptor: under `ask` the tool file
+// is checked, shown and approved; right after allow_once, while the host
+// builds the view (a large workspace makes that take a while), the file
+// is replaced on the host. What runs is the checked file (bound over its
+// path by descriptor, --ro-bind-fd) or nothing (a replacement seen before
+// the spawn fails closed; one after it leaves the descriptor naming an
+// unlinked file, which bwrap refuses to bind): the replacement never runs.
+// Rounds at growing delays; at least one swap must land between the last
+// check and the run, or the test proved nothing. README "`tsh call`
+// executes the descriptor it checked", spec: A2 V3
+func TestSecurityHostApprovedFileBoundByDescriptor(t *testing.T) {
+	w := newWorld(t)
+	w.start("CTX_APPROVAL_TIMEOUT=10s")
+	const checked = "#!/bin/sh\nif [ -e /workspace/swap-done ]; then echo ran-after-swap; else echo ran-before-swap; fi\n"
+	const evil = "#!/bin/sh\ntouch /workspace/swapped\necho swapped\n"
+	w.tool("mark", checked)
+	w.agent("ap", map[string]string{"tools": "mark\n", "approval": "ask\n"})
+	ws := w.workspace()
+	// The view's walk of the workspace is the window between the last
+	// check and bwrap's mounts.
+	for i := 0; i < 3000; i++ {
+		d := filepath.Join(ws, "d"+strconv.Itoa(i/100), "e"+strconv.Itoa(i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(w.root, "tool", "mark")
+	tmp := filepath.Join(w.root, "mark.tmp") // not in the tool directory: the view lists that
+	c := w.dial("ap")
+	after := 0
+	for round, delay := range []time.Duration{0, time.Millisecond, 3 * time.Millisecond, 8 * time.Millisecond, 15 * time.Millisecond, 30 * time.Millisecond, 60 * time.Millisecond} {
+		os.Remove(filepath.Join(ws, "swap-done"))
+		if err := os.WriteFile(tmp, []byte(checked), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		id := "b" + strconv.Itoa(round)
+		c.send(sendReq(id, "tool mark", "workspace", ws))
+		got := c.until("approval_request", 10*time.Second)
+		ar := got[len(got)-1]
+		if err := os.WriteFile(tmp, []byte(evil), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		c.send(map[string]any{"op": "approve", "run": ar.Run, "id": ar.ID, "decision": "allow_once"})
+		time.Sleep(delay)
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(ws, "swap-done"), nil, 0o644)
+		swapped := time.Since(t0)
+		var tr frame
+		for _, f := range c.until("done", 15*time.Second) {
+			if f.Type == "tool_result" {
+				tr = f
+			}
+		}
+		t.Logf("round %d: swap %v after allow_once: %s %s %q", round, swapped.Round(time.Microsecond), tr.Status, tr.Layer, tr.Content)
+		if _, err := os.Stat(filepath.Join(ws, "swapped")); err == nil || strings.Contains(tr.Content, "swapped") {
+			t.Fatalf("round %d: the file swapped in after the approval ran: %s", round, tr.raw)
+		}
+		switch {
+		case tr.Status == "ok" && strings.Contains(tr.Content, "ran-after-swap"):
+			after++ // the checked file ran, after the swap
+		case tr.Status == "error" && tr.Layer == "sandbox" && strings.Contains(tr.Content, "bwrap: "):
+			// The swap came after the last check, before bwrap mounted the
+			// checked file: its descriptor now names an unlinked file,
+			// which bwrap refuses to bind ("Can't find source path
+			// /proc/self/fd/N", "Race condition binding dirfd"). Nothing ran.
+			after++
+		case tr.Status == "ok" && strings.Contains(tr.Content, "ran-before-swap"):
+		case tr.Status == "denied" && tr.Layer == "changed": // swapped before the last check
+		default:
+			t.Errorf("round %d: tool_result %s", round, tr.raw)
+		}
+	}
+	if after == 0 {
+		t.Fatal("no round swapped the file between the last check and the run: the test proved nothing")
+	}
+}
