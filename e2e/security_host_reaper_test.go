@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cortexfs/ctx/ctxterm"
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/limits"
 )
@@ -199,4 +200,52 @@ func TestSecurityHostApprovedFileBoundByDescriptor(t *testing.T) {
 	if after == 0 {
 		t.Fatal("no round swapped the file between the last check and the run: the test proved nothing")
 	}
+}
+
+// TestSecurityHostTerminalToolHasNoCtty: a tool started from the agent's
+// persistent terminal — at tsh's prompt, and through `tsh call` from the
+// interactive bash tool — has no controlling terminal: tty_nr 0, /dev/tty
+// refused. The same probe run by bash directly (bash keeps
+// the terminal: it is declared interactive) sees one, so the probe can
+// tell. issue 11 item 5
+func TestSecurityHostTerminalToolHasNoCtty(t *testing.T) {
+	w, ws := termWorld(t)
+	installAttack(t, w)
+	if err := os.WriteFile(filepath.Join(w.root, "agent", "t1.d", "policy"), []byte("allow tool bash\nallow tool attack\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.ctx(ws, "", "agent", "start", "t1"); r.code != 0 {
+		t.Fatalf("agent start: %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	a := dialTerm(t, filepath.Join(w.run, "terminal", "t1", "default", "main.sock"), ctxterm.ModeAttach)
+	a.expect("tsh> ", 10*time.Second)
+	detached := func(key, how string) {
+		t.Helper()
+		nr, devtty, leader := a.value(key+"_NR"), a.value(key+"_DEVTTY"), a.value(key+"_LEADER")
+		// A new session (tsh's prompt) or TIOCNOTTY (`tsh call` execs
+		// the tool in place, in the caller's session): either way no
+		// controlling terminal.
+		t.Logf("a tool %s: tty_nr %s, /dev/tty %s, session leader %s", how, nr, devtty, leader)
+		if nr != "0" || !strings.HasPrefix(devtty, "refused:") {
+			t.Errorf("a tool %s has a controlling terminal: tty_nr %s, /dev/tty %s", how, nr, devtty)
+		}
+	}
+	a.run("call attack ctty T1", "T1_FG")
+	detached("T1", "called at tsh's prompt")
+	a.run("attack ctty T2", "T2_FG")
+	detached("T2", "run by name at tsh's prompt")
+	a.send("bash\r")
+	// Typed-ahead lines may be flushed while bash sets up its terminal:
+	// type again until it answers.
+	waitFor(t, "bash's prompt", 10*time.Second, func() bool {
+		a.send("echo BA''SH=up\r")
+		time.Sleep(300 * time.Millisecond)
+		return a.value("BASH") == "up"
+	})
+	a.run("/ctx/tool/attack ctty T3", "T3_FG")
+	if nr := a.value("T3_NR"); nr == "0" || nr == "" {
+		t.Fatalf("the probe run by bash itself sees no controlling terminal (tty_nr %q): it cannot tell", nr)
+	}
+	a.run("/ctx/bin/tsh call attack ctty T4", "T4_FG")
+	detached("T4", "called through tsh from bash")
 }
