@@ -249,3 +249,21 @@ func TestSecurityHostTerminalToolHasNoCtty(t *testing.T) {
 	a.run("/ctx/bin/tsh call attack ctty T4", "T4_FG")
 	detached("T4", "called through tsh from bash")
 }
+
+// TestSecurityHostRequestRacesPassivation: with CTX_SESSION_IDLE at 1 ms,
+// requests to one session arrive as its idle tick fires, again and again,
+// through the real daemon: each is answered (none is lost with a session
+// stopped under it), and the session's files are closed once they stop.
+// issue 15 item 1 (the package test TestRequestRacingPassivation runs the
+// race thousands of times)
+func TestSecurityHostRequestRacesPassivation(t *testing.T) {
+	w, c, base := idleWorld(t, "1ms")
+	for i := 0; i < 400; i++ {
+		time.Sleep(time.Duration(i%5) * 500 * time.Microsecond)
+		c.send(map[string]any{"op": "resume", "session": "racy"})
+		if f := c.must(10 * time.Second); f.Type != "caught_up" {
+			t.Fatalf("request %d: %s", i, f.raw)
+		}
+	}
+	waitFor(t, "the session passivated", 10*time.Second, func() bool { return w.openFDs() <= base+2 })
+}
