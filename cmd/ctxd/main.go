@@ -45,7 +45,7 @@ func run(args []string) int {
 	case args[0] == reaper.Command:
 		err = reaper.Run(args[1:], os.NewFile(3, "daemon"), os.Stderr)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: ctxd [daemon] | ctxd doctor [--json] | ctxd mcp-tools NAME [--agent A]   (users run `ctx daemon`, `ctx doctor`, `ctx mcp tools`)")
+		fmt.Fprintln(os.Stderr, "usage: ctxd [daemon] | ctxd doctor [--json] | ctxd mcp-tools NAME [--agent A] | ctxd reap ROOT UID   (users run `ctx daemon`, `ctx doctor`, `ctx mcp tools`)")
 		return ctxd.ExitUsage
 	}
 	if err != nil {

@@ -69,7 +69,9 @@ type Options struct {
 }
 
 // Start starts bwrap with the spec. The process runs in its own process group
-// and dies with the daemon (PR_SET_PDEATHSIG → bwrap --die-with-parent).
+// and dies with the daemon (PR_SET_PDEATHSIG → bwrap --die-with-parent). A
+// held start (Roots or Place) runs its program through the gate (gate.go):
+// a daemon that dies before the release leaves nothing running.
 func Start(o Options) (*Proc, error) {
 	// issue 11: every sandboxed process runs under the seccomp filter; a
 	// start without one fails closed.
