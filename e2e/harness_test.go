@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cortexfs/ctx/internal/cgroup"
 )
 
 var binDir string
@@ -109,6 +111,13 @@ func newWorld(t testing.TB) *world {
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	w := &world{t: t, root: base + "/root", run: base + "/run", ctxBin: binDir + "/ctx"}
+	// Last, after the daemon stopped: no run cgroup of this root outlives
+	// the test, even one whose daemon was killed and never restarted.
+	t.Cleanup(func() {
+		m := cgroup.New(context.Background(), os.Getuid(), w.root, nil)
+		_, _ = m.Sweep()
+		m.Release()
+	})
 	t.Cleanup(w.stopQuiet)
 	return w
 }

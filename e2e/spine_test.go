@@ -723,6 +723,12 @@ func childrenOf(pid int) []int {
 		}
 		f := strings.Fields(s[i+1:])
 		if len(f) > 1 && f[1] == itoa(pid) {
+			// Not the daemon's reaper (ctxd reap): it lives as long as the
+			// daemon and is no sandbox.
+			cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if args := strings.Split(string(cl), "\x00"); len(args) > 1 && args[1] == "reap" {
+				continue
+			}
 			n, _ := atoi(e.Name())
 			out = append(out, n)
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/cortexfs/ctx/internal/diskreserve"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/reaper"
 	"github.com/cortexfs/ctx/internal/toolset"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -41,6 +42,11 @@ type Daemon struct {
 	Listener *net.UnixListener
 	// BinDir holds the tsh and ctxterm binaries to install under CTX_ROOT/bin.
 	BinDir string
+	// Reaper, when set, is the argv of the reaper (internal/reaper): a
+	// process that outlives the daemon and sweeps its run cgroups once it
+	// is gone. ReaperLog receives the reaper's log.
+	Reaper    []string
+	ReaperLog *os.File
 }
 
 // Run serves until ctx is cancelled, then shuts down: running runs are
@@ -68,10 +74,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	cfg.Bwrap = bw
 	cfg.StartMCP()
+	// A previous daemon's reaper sweeps first: then it cannot sweep this
+	// daemon's runs.
+	reapLock, err := reaper.Lock(l.Runtime, 30*time.Second)
+	if err != nil {
+		cfg.Log.Error("waiting for a previous daemon's reaper", "err", err)
+	}
 	cfg.Cgroups = startCgroups(ctx, cfg)
 	// The disk reserve: a ticker while runs are active (README "The disk").
 	cfg.Disk = diskreserve.New(diskreserve.Options{Root: l.Root, Reserve: cfg.DiskReserve, Log: cfg.Log.With("component", "disk")})
 	defer cfg.Disk.Close()
+	reap := d.startReaper(reapLock)
+	defer reap.Close(10 * time.Second) // after the shutdown below: it sweeps what is left
 	roots, err := launchroot.New(l.UID)
 	if err != nil {
 		return fmt.Errorf("daemon: launch roots: %w", err)
@@ -227,6 +241,29 @@ func startCgroups(ctx context.Context, cfg *config.Config) *cgroup.Manager {
 		log.Error("sweeping leftover run cgroups", "err", err)
 	}
 	return m
+}
+
+// startReaper starts the reaper with the lock (then closed here: the
+// reaper holds it). No reaper where runs have no cgroup (nothing to sweep)
+// or none is configured (package tests). issue 11 item 11
+func (d *Daemon) startReaper(lock *os.File) *reaper.Reaper {
+	cfg := d.Cfg
+	if lock != nil {
+		defer lock.Close()
+	}
+	if len(d.Reaper) == 0 || cfg.Cgroups.Mode() == cgroup.ModeRlimit {
+		return nil
+	}
+	stderr := d.ReaperLog
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	r, err := reaper.Start(d.Reaper, cfg.Layout.Root, cfg.Layout.UID, lock, stderr, cfg.Log.With("component", "reaper"))
+	if err != nil {
+		cfg.Log.Error("no reaper: a crash would leave its runs to the next daemon's sweep", "err", err)
+		return nil
+	}
+	return r
 }
 
 // drain cancels every active run and waits — at most the cancel grace and

@@ -5,6 +5,7 @@
 //	ctxd [daemon]          run the daemon in the foreground
 //	ctxd doctor [--json]   the checks of `ctx doctor`
 //	ctxd mcp-tools NAME [--agent A]   `ctx mcp tools` (it starts a sandbox)
+//	ctxd reap ROOT UID     the daemon's reaper (internal/reaper), started by the daemon
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/ctxd"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/reaper"
 )
 
 func main() {
@@ -40,8 +42,10 @@ func run(args []string) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		err = ctxd.MCPTools(ctx, l, args[1], agent, os.Stdout)
+	case args[0] == reaper.Command:
+		err = reaper.Run(args[1:], os.NewFile(3, "daemon"), os.Stderr)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: ctxd [daemon] | ctxd doctor [--json] | ctxd mcp-tools NAME [--agent A]   (users run `ctx daemon`, `ctx doctor`, `ctx mcp tools`)")
+		fmt.Fprintln(os.Stderr, "usage: ctxd [daemon] | ctxd doctor [--json] | ctxd mcp-tools NAME [--agent A] | ctxd reap ROOT UID   (users run `ctx daemon`, `ctx doctor`, `ctx mcp tools`)")
 		return ctxd.ExitUsage
 	}
 	if err != nil {

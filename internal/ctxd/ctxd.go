@@ -21,6 +21,7 @@ import (
 	"github.com/cortexfs/ctx/internal/doctor"
 	"github.com/cortexfs/ctx/internal/fdhygiene"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/reaper"
 	"github.com/cortexfs/ctx/supervisor"
 )
 
@@ -75,7 +76,9 @@ func Daemon(ctx context.Context, l layout.Layout, stderr io.Writer) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	cfg.Fault = faultHook()
-	d := &supervisor.Daemon{Cfg: cfg, BinDir: selfDir()}
+	// The reaper is this very binary (the daemon is always ctxd: `ctx
+	// daemon` execs it), read through /proc/self/exe at its start.
+	d := &supervisor.Daemon{Cfg: cfg, BinDir: selfDir(), Reaper: []string{"/proc/self/exe", reaper.Command}, ReaperLog: os.Stderr}
 	if ls, err := activation.Listeners(); err == nil {
 		for _, l := range ls {
 			if ul, ok := l.(*net.UnixListener); ok {

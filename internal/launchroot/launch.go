@@ -50,8 +50,10 @@ func (r *Registry) Prepare(ident Identity, extra []*os.File) (*Launch, error) {
 // time and boot id, and only then releases the block so that bwrap runs the
 // sandboxed program. If registration fails, it kills p and returns the
 // error with the block still held: the caller waits for p, then calls
-// Abort. bwrap reads the block fd in its sandboxed child, which dies with p
-// (--die-with-parent), so the sandbox never runs unregistered. spec: U2
+// Abort. bwrap reads the block fd in its sandboxed child, which has no
+// parent-death signal yet and goes on at EOF: internal/proc therefore
+// starts the program through a gate that the same EOF aborts, so the
+// sandbox never runs unregistered. spec: U2
 func (l *Launch) Started(p *os.Process) (release func(), err error) {
 	// The child holds its own copy of the read end now.
 	_ = l.r.Close()

@@ -37,6 +37,7 @@ type Proc struct {
 	err     error
 	once    sync.Once
 	release func()
+	gate    *gate
 }
 
 // Options for Start.
@@ -68,13 +69,16 @@ type Options struct {
 }
 
 // Start starts bwrap with the spec. The process runs in its own process group
-// and dies with the daemon (PR_SET_PDEATHSIG → bwrap --die-with-parent).
+// and dies with the daemon (PR_SET_PDEATHSIG → bwrap --die-with-parent). A
+// held start (Roots or Place) runs its program through the gate (gate.go):
+// a daemon that dies before the release leaves nothing running.
 func Start(o Options) (*Proc, error) {
 	// issue 11: every sandboxed process runs under the seccomp filter; a
 	// start without one fails closed.
+	name := argv0(o.Spec)
 	filter, err := seccomp.File()
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", argv0(o.Spec), err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	defer filter.Close() // bwrap has its own copy once started
 	o.Spec.Files = slices.Clip(o.Spec.Files)
@@ -86,10 +90,27 @@ func Start(o Options) (*Proc, error) {
 	if o.Enter != nil {
 		o.Place = nil
 	}
+	held := o.Roots != nil || o.Place != nil
 	cmd := exec.Command(o.Bwrap, args...)
 	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv/--setenv)
 	cmd.Dir = "/"
-	if !o.StdinPipe {
+	var g *gate
+	if held {
+		// A held sandbox runs through the gate: the daemon's death before
+		// the release aborts it (the block pipe's EOF would release it).
+		var r *os.File
+		if g, r, err = newGate(o.Stdin, o.StdinPipe); err != nil {
+			return nil, fmt.Errorf("start %s: gate: %w", name, err)
+		}
+		defer r.Close()           // bwrap has its own copy once started
+		defer g.abortUnreleased() // unless released below: a failed start never runs the program
+		o.Spec.Argv = gateArgv(o.Spec)
+		if args, err = o.Spec.Args(); err != nil {
+			return nil, err
+		}
+		cmd.Args = append([]string{o.Bwrap}, args...)
+		cmd.Stdin = r
+	} else if !o.StdinPipe {
 		cmd.Stdin = bytes.NewReader(o.Stdin)
 	}
 	cmd.ExtraFiles = o.Spec.Files // numbered by Spec.Pass
@@ -99,24 +120,30 @@ func Start(o Options) (*Proc, error) {
 	if max <= 0 {
 		max = 64 << 10
 	}
-	p := &Proc{cmd: cmd, stderr: &Tail{Max: max}, done: make(chan struct{})}
+	p := &Proc{cmd: cmd, stderr: &Tail{Max: max}, done: make(chan struct{}), gate: g}
 	cmd.Stderr = p.stderr
 	if p.Stdout, err = cmd.StdoutPipe(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	if o.StdinPipe {
+	if g != nil && o.StdinPipe {
+		p.Stdin = g.w
+	} else if o.StdinPipe {
 		if p.Stdin, err = cmd.StdinPipe(); err != nil {
-			return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
 	}
 	if o.Roots == nil && o.Place == nil {
 		if err := startIn(cmd, o.Enter); err != nil {
-			return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
 		return p, nil
 	}
 	if o.Roots == nil {
-		return p, p.startHeld(o, cmd)
+		if err := p.startHeld(o, cmd, name); err != nil {
+			return nil, err
+		}
+		g.open()
+		return p, nil
 	}
 	launch, err := o.Roots.Prepare(o.Ident, o.Spec.Files)
 	if err != nil {
@@ -131,22 +158,23 @@ func Start(o Options) (*Proc, error) {
 	cmd.ExtraFiles = launch.ExtraFiles
 	if err := startIn(cmd, o.Enter); err != nil {
 		launch.Abort()
-		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	if o.Place != nil {
 		if err := o.Place(cmd.Process.Pid); err != nil {
 			killHeld(cmd) // before the block pipe closes: EOF would release bwrap's child
 			launch.Abort()
-			return nil, fmt.Errorf("start %s: place: %w", o.Spec.Argv[0], err)
+			return nil, fmt.Errorf("start %s: place: %w", name, err)
 		}
 	}
 	release, err := launch.Started(cmd.Process) // register the root, then unblock bwrap
 	if err != nil {
 		_ = cmd.Wait()
 		launch.Abort()
-		return nil, fmt.Errorf("start %s: launch root: %w", o.Spec.Argv[0], err)
+		return nil, fmt.Errorf("start %s: launch root: %w", name, err)
 	}
 	p.release = release
+	g.open() // spec: U2 — only a registered root runs its program
 	return p, nil
 }
 
@@ -201,10 +229,10 @@ func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) error {
 
 // startHeld starts bwrap held on a block pipe of its own, runs o.Place,
 // then releases it: without launch roots, placement still comes first.
-func (p *Proc) startHeld(o Options, cmd *exec.Cmd) error {
+func (p *Proc) startHeld(o Options, cmd *exec.Cmd, name string) error {
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("start %s: block pipe: %w", o.Spec.Argv[0], err)
+		return fmt.Errorf("start %s: block pipe: %w", name, err)
 	}
 	defer pr.Close()
 	o.Spec.BlockFD = 3 + len(o.Spec.Files)
@@ -217,19 +245,19 @@ func (p *Proc) startHeld(o Options, cmd *exec.Cmd) error {
 	cmd.ExtraFiles = append(append([]*os.File(nil), o.Spec.Files...), pr)
 	if err := startIn(cmd, o.Enter); err != nil {
 		pw.Close()
-		return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+		return fmt.Errorf("start %s: %w", name, err)
 	}
 	if err := o.Place(cmd.Process.Pid); err != nil {
 		killHeld(cmd) // before the block pipe closes: EOF would release bwrap's child
 		pw.Close()
-		return fmt.Errorf("start %s: place: %w", o.Spec.Argv[0], err)
+		return fmt.Errorf("start %s: place: %w", name, err)
 	}
 	_, err = pw.Write([]byte{1})
 	pw.Close()
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return fmt.Errorf("start %s: release: %w", o.Spec.Argv[0], err)
+		return fmt.Errorf("start %s: release: %w", name, err)
 	}
 	return nil
 }
@@ -248,6 +276,10 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 func (p *Proc) Wait() error {
 	p.once.Do(func() {
 		p.err = p.cmd.Wait()
+		if p.gate != nil {
+			p.gate.abort() // ends a stdin writer the program never read
+			<-p.gate.done
+		}
 		if p.release != nil {
 			p.release()
 		}
