@@ -6,6 +6,8 @@ package proc
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/egress"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/seccomp"
 )
@@ -37,6 +40,10 @@ type Proc struct {
 	err     error
 	once    sync.Once
 	release func()
+	// egress serves a net sandbox's network (closed by Wait); info is
+	// bwrap's --info-fd while it starts.
+	egress *egress.Proxy
+	info   *os.File
 }
 
 // Options for Start.
@@ -79,6 +86,22 @@ func Start(o Options) (*Proc, error) {
 	defer filter.Close() // bwrap has its own copy once started
 	o.Spec.Files = slices.Clip(o.Spec.Files)
 	o.Spec.SeccompFD = o.Spec.Pass(filter)
+	var info *os.File
+	if o.Spec.Egress != nil {
+		// A net sandbox is connected while it is held: bwrap's --info-fd
+		// names the child whose network namespace gets the listeners.
+		ir, iw, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("start %s: info pipe: %w", argv0(o.Spec), err)
+		}
+		defer ir.Close()
+		defer iw.Close()
+		o.Spec.InfoFD = o.Spec.Pass(iw)
+		info = ir
+		if o.Roots == nil && o.Place == nil {
+			o.Place = func(int) error { return nil } // hold it all the same
+		}
+	}
 	args, err := o.Spec.Args()
 	if err != nil {
 		return nil, err
@@ -99,7 +122,7 @@ func Start(o Options) (*Proc, error) {
 	if max <= 0 {
 		max = 64 << 10
 	}
-	p := &Proc{cmd: cmd, stderr: &Tail{Max: max}, done: make(chan struct{})}
+	p := &Proc{cmd: cmd, stderr: &Tail{Max: max}, done: make(chan struct{}), info: info}
 	cmd.Stderr = p.stderr
 	if p.Stdout, err = cmd.StdoutPipe(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
@@ -140,6 +163,11 @@ func Start(o Options) (*Proc, error) {
 			return nil, fmt.Errorf("start %s: place: %w", o.Spec.Argv[0], err)
 		}
 	}
+	if err := p.attach(o); err != nil {
+		killHeld(cmd)
+		launch.Abort()
+		return nil, err
+	}
 	release, err := launch.Started(cmd.Process) // register the root, then unblock bwrap
 	if err != nil {
 		_ = cmd.Wait()
@@ -148,6 +176,46 @@ func Start(o Options) (*Proc, error) {
 	}
 	p.release = release
 	return p, nil
+}
+
+// attach connects a held net sandbox (Spec.Egress) to the daemon's
+// proxy: the listeners are made inside its network namespace before
+// anything of the sandbox runs, so no program inside ever sees a network
+// without them. Without Egress it does nothing.
+func (p *Proc) attach(o Options) error {
+	if o.Spec.Egress == nil {
+		return nil
+	}
+	child, err := childPid(p.info, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("start %s: egress helper: %w", o.Spec.Argv[0], err)
+	}
+	px, err := egress.Attach(child, exe, *o.Spec.Egress, nil)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+	}
+	p.egress = px
+	return nil
+}
+
+// childPid reads bwrap's --info-fd JSON for the sandbox's first process
+// (bwrap writes it after the clone, while the child waits on --block-fd).
+func childPid(r *os.File, timeout time.Duration) (int, error) {
+	_ = r.SetReadDeadline(time.Now().Add(timeout))
+	var info struct {
+		Child int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(r).Decode(&info); err != nil {
+		return 0, fmt.Errorf("bwrap --info-fd: %w", err)
+	}
+	if info.Child <= 0 {
+		return 0, errors.New("bwrap --info-fd: no child-pid")
+	}
+	return info.Child, nil
 }
 
 // killHeld ends a bwrap still held on its block pipe, and the child it
@@ -224,6 +292,11 @@ func (p *Proc) startHeld(o Options, cmd *exec.Cmd) error {
 		pw.Close()
 		return fmt.Errorf("start %s: place: %w", o.Spec.Argv[0], err)
 	}
+	if err := p.attach(o); err != nil {
+		killHeld(cmd)
+		pw.Close()
+		return err
+	}
 	_, err = pw.Write([]byte{1})
 	pw.Close()
 	if err != nil {
@@ -248,6 +321,9 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 func (p *Proc) Wait() error {
 	p.once.Do(func() {
 		p.err = p.cmd.Wait()
+		if p.egress != nil {
+			_ = p.egress.Close() // the run's network ends with its sandbox
+		}
 		if p.release != nil {
 			p.release()
 		}
