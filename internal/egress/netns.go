@@ -96,6 +96,9 @@ func Attach(pid int, exe string, pol netpolicy.Policy, log *slog.Logger) (*Proxy
 		return nil, fmt.Errorf("egress: netns helper: %w", err)
 	}
 	p := &Proxy{Policy: pol, Log: log}
+	if os.Getenv(EnvLoopbackOnly) == "1" {
+		p.Dialer = loopbackOnly{}
+	}
 	lns := make([]net.Listener, len(files))
 	for i, f := range files {
 		ln, err := net.FileListener(f)
@@ -119,6 +122,22 @@ func Attach(pid int, exe string, pol netpolicy.Policy, log *slog.Logger) (*Proxy
 		}
 	}
 	return p, nil
+}
+
+// EnvLoopbackOnly, set to 1 in the daemon's environment, makes its proxy
+// dial nothing but loopback addresses: the e2e tests run with it so that a
+// broken check fails a test without a packet to any other address.
+const EnvLoopbackOnly = "CTX_EGRESS_LOOPBACK_ONLY"
+
+// loopbackOnly is the dialer under EnvLoopbackOnly.
+type loopbackOnly struct{}
+
+func (loopbackOnly) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Unmap().IsLoopback() {
+		return nil, fmt.Errorf("%s is set: not dialling %s", EnvLoopbackOnly, addr)
+	}
+	return (&net.Dialer{Timeout: dialTimeout}).DialContext(ctx, network, addr)
 }
 
 // sameNS compares the namespace f with the one at path.
