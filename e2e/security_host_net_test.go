@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -211,6 +213,56 @@ func TestSecurityHostNetFetch(t *testing.T) {
 	r = w.tshCall(ws, "n", "fetch", other.URL)
 	if r.code == 0 || strings.Contains(r.stdout, "OTHER-SECRET") || strings.Contains(r.stdout, "ctx egress") || !strings.Contains(r.stdout, "`net local "+other.addr()+"`") {
 		t.Errorf("fetch of another loopback port: %+v", r)
+	}
+	if n := other.conns.Load(); n != 0 {
+		t.Errorf("the other host server accepted %d connections", n)
+	}
+}
+
+// TestSecurityHostNetUnprivileged: a daemon run by an ordinary user (its
+// sandboxes in user namespaces of their own, which the netns helper joins
+// first) gives a `net local` grant the same way, and still not the rest
+// of the host's loopback. spec: V3 (item 6)
+func TestSecurityHostNetUnprivileged(t *testing.T) {
+	uid, gid := ensureUser(t, "ctxe2e")
+	granted := newHostServer(t, "GRANTED-SERVER")
+	other := newHostServer(t, "OTHER-SECRET")
+	w := newWorld(t)
+	base := filepath.Dir(w.root)
+	os.Chmod(binDir, 0o755)
+	attack, _ := os.ReadFile(binDir + "/attack")
+	w.tool("attack", string(attack))
+	w.agent("n", map[string]string{"tools": "attack\n", "policy": "allow tool *\n", "mount": "net local " + granted.addr() + "\n"})
+	work := filepath.Join(base, "work")
+	for _, p := range []string{base, w.root, work} {
+		os.MkdirAll(p, 0o755)
+	}
+	if out, err := exec.Command("chown", "-R", strconv.Itoa(uid)+":"+strconv.Itoa(gid), base).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	os.Chmod(base, 0o755)
+	asUser := func(args ...string) *exec.Cmd {
+		c := exec.Command("/usr/bin/setpriv", append([]string{"--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--clear-groups", "--", binDir + "/ctx"}, args...)...)
+		c.Env = w.env(egress.EnvLoopbackOnly + "=1")
+		return c
+	}
+	d := asUser("daemon")
+	log := &syncBuffer{}
+	d.Stdout, d.Stderr = log, log
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { d.Process.Signal(os.Interrupt); d.Wait() }()
+	sock := filepath.Join(w.run, "agent", "n.sock")
+	waitFor(t, "the user's daemon", 10*time.Second, func() bool { _, err := os.Stat(sock); return err == nil })
+	call := asUser("agent", "tsh", "n", "--", "call", "attack", "net-dial", granted.addr(), other.addr())
+	call.Dir = work
+	out, _ := call.CombinedOutput()
+	if v := lineOf(string(out), "dial_"+granted.addr()); !strings.Contains(v, "GRANTED-SERVER") {
+		t.Errorf("the granted server, from a user's sandbox: %s\n%s\n%s", v, out, log.String())
+	}
+	if v := lineOf(string(out), "dial_"+other.addr()); !strings.HasPrefix(v, "refused") {
+		t.Errorf("another host port, from a user's sandbox: %s", v)
 	}
 	if n := other.conns.Load(); n != 0 {
 		t.Errorf("the other host server accepted %d connections", n)
