@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -48,52 +49,15 @@ func Attach(pid int, exe string, pol netpolicy.Policy, log *slog.Logger) (*Proxy
 		// spec: V3 — a net sandbox never shares the host's network.
 		return nil, errors.New("egress: the sandbox has the host's network namespace")
 	}
-	userns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/user")
+	files, err := listenInProcess(netns, pol.Listens())
+	if errors.Is(err, unix.EPERM) {
+		// An unprivileged daemon may not enter the sandbox's network
+		// namespace from its own user namespace: a helper joins the
+		// sandbox's user namespace first.
+		files, err = listenViaHelper(pid, netns, exe, pol.Listens())
+	}
 	if err != nil {
-		return nil, fmt.Errorf("egress: sandbox userns: %w", err)
-	}
-	defer userns.Close()
-	sameUser, err := sameNS(userns, "/proc/self/ns/user")
-	if err != nil {
-		return nil, fmt.Errorf("egress: %w", err)
-	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("egress: socketpair: %w", err)
-	}
-	ours, theirs := os.NewFile(uintptr(fds[0]), "egress"), os.NewFile(uintptr(fds[1]), "egress-helper")
-	defer ours.Close()
-	// The helper gets fd 3 (the socket), 4 (netns), 5 (userns); nsenter
-	// joins the namespaces by those descriptors, so a pid reused in
-	// between changes nothing.
-	args := []string{"--preserve-credentials"}
-	if !sameUser {
-		// A user namespace of its own (an unprivileged daemon): join it
-		// first, for the capability to enter its network namespace.
-		// Joining the daemon's own would fail (EINVAL).
-		args = append(args, "--user=/proc/self/fd/5")
-	}
-	args = append(args, "--net=/proc/self/fd/4", "--", exe, HelperArg)
-	for _, l := range pol.Listens() {
-		args = append(args, l.String())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, Nsenter, args...)
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{theirs, netns, userns}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	err = cmd.Run()
-	theirs.Close()
-	if err != nil {
-		return nil, fmt.Errorf("egress: netns helper: %v: %s", err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	files, err := recvFDs(ours, len(pol.Listens()))
-	if err != nil {
-		return nil, fmt.Errorf("egress: netns helper: %w", err)
+		return nil, err
 	}
 	p := &Proxy{Policy: pol, Log: log}
 	if os.Getenv(EnvLoopbackOnly) == "1" {
@@ -122,6 +86,122 @@ func Attach(pid int, exe string, pol netpolicy.Policy, log *slog.Logger) (*Proxy
 		}
 	}
 	return p, nil
+}
+
+// listenViaHelper runs the helper (this binary's HelperArg, through
+// nsenter) in the sandbox's user and network namespaces: a multithreaded
+// Go process cannot join a user namespace itself. It returns the
+// listening sockets the helper sent back.
+func listenViaHelper(pid int, netns *os.File, exe string, listens []netip.AddrPort) ([]*os.File, error) {
+	userns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/user")
+	if err != nil {
+		return nil, fmt.Errorf("egress: sandbox userns: %w", err)
+	}
+	defer userns.Close()
+	sameUser, err := sameNS(userns, "/proc/self/ns/user")
+	if err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("egress: socketpair: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "egress"), os.NewFile(uintptr(fds[1]), "egress-helper")
+	defer ours.Close()
+	// The helper gets fd 3 (the socket), 4 (netns), 5 (userns); nsenter
+	// joins the namespaces by those descriptors, so a pid reused in
+	// between changes nothing.
+	args := []string{"--preserve-credentials"}
+	if !sameUser {
+		// A user namespace of its own (an unprivileged daemon): join it
+		// first, for the capability to enter its network namespace.
+		// Joining the daemon's own would fail (EINVAL).
+		args = append(args, "--user=/proc/self/fd/5")
+	}
+	args = append(args, "--net=/proc/self/fd/4", "--", exe, HelperArg)
+	for _, l := range listens {
+		args = append(args, l.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Nsenter, args...)
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{theirs, netns, userns}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err = cmd.Run()
+	theirs.Close()
+	if err != nil {
+		return nil, fmt.Errorf("egress: netns helper: %v: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	files, err := recvFDs(ours, len(listens))
+	if err != nil {
+		return nil, fmt.Errorf("egress: netns helper: %w", err)
+	}
+	return files, nil
+}
+
+// listenInProcess opens the listeners inside netns from one OS thread of
+// the daemon that enters it and comes back (a daemon with CAP_SYS_ADMIN:
+// root); sockets keep the namespace they were made in. EPERM means the
+// daemon may not enter it (use the helper). A thread that cannot come
+// back is never unlocked, so Go ends it with its goroutine.
+func listenInProcess(netns *os.File, listens []netip.AddrPort) ([]*os.File, error) {
+	type result struct {
+		files []*os.File
+		err   error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		home, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: fmt.Errorf("egress: own netns: %w", err)}
+			return
+		}
+		defer home.Close()
+		if err := unix.Setns(int(netns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: fmt.Errorf("egress: enter the sandbox's netns: %w", err)}
+			return
+		}
+		var r result
+		for _, ap := range listens {
+			ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
+			if err != nil {
+				r.err = fmt.Errorf("egress: listen %s in the sandbox: %w", ap, err)
+				break
+			}
+			f, err := ln.File()
+			ln.Close()
+			if err != nil {
+				r.err = fmt.Errorf("egress: listen %s: %w", ap, err)
+				break
+			}
+			r.files = append(r.files, f)
+		}
+		if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
+			// stay locked: this thread must not run other goroutines
+			for _, f := range r.files {
+				f.Close()
+			}
+			ch <- result{err: fmt.Errorf("egress: leave the sandbox's netns: %w", err)}
+			return
+		}
+		runtime.UnlockOSThread()
+		if r.err != nil {
+			for _, f := range r.files {
+				f.Close()
+			}
+			r.files = nil
+		}
+		ch <- r
+	}()
+	r := <-ch
+	return r.files, r.err
 }
 
 // EnvLoopbackOnly, set to 1 in the daemon's environment, makes its proxy
