@@ -47,11 +47,20 @@ type Proxy struct {
 	closed bool
 	lns    []net.Listener
 	conns  map[net.Conn]struct{}
+	active int // accepted connections being served
 	wg     sync.WaitGroup
 }
 
-// dialTimeout bounds one outbound connect (and a name lookup).
-const dialTimeout = 15 * time.Second
+const (
+	// dialTimeout bounds one outbound connect (and a name lookup).
+	dialTimeout = 15 * time.Second
+	// maxConns bounds the connections one sandbox has served at once: each
+	// holds descriptors and goroutines of the daemon, which a sandbox must
+	// not exhaust. Past it a new connection is closed at once.
+	maxConns = 256
+	// maxHeader bounds a proxy request's line and headers.
+	maxHeader = 64 << 10
+)
 
 func (p *Proxy) log() *slog.Logger {
 	if p.Log == nil {
@@ -148,12 +157,28 @@ func (p *Proxy) serve(ln net.Listener, handle func(net.Conn)) {
 			if err != nil {
 				return // closed
 			}
+			p.mu.Lock()
+			full := p.active >= maxConns
+			if !full {
+				p.active++
+			}
+			p.mu.Unlock()
+			if full {
+				p.log().Warn("egress: too many connections from one sandbox; closing a new one", "max", maxConns)
+				_ = c.Close()
+				continue
+			}
 			if !p.track(c) {
 				return
 			}
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
+				defer func() {
+					p.mu.Lock()
+					p.active--
+					p.mu.Unlock()
+				}()
 				defer p.untrack(c)
 				handle(c)
 			}()
@@ -231,12 +256,17 @@ func (p *Proxy) connect(ctx context.Context, target string, addrs []netip.AddrPo
 // one plain request with an absolute http:// URI.
 func (p *Proxy) handleProxy(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	br := bufio.NewReader(c)
+	lim := &headerLimit{r: c, n: maxHeader}
+	br := bufio.NewReader(lim)
 	req, err := http.ReadRequest(br)
 	if err != nil {
+		if lim.n <= 0 {
+			reply(c, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request line and headers over %d bytes", maxHeader))
+		}
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	lim.n = -1 // the body and the tunnel are not bounded
 	ctx := context.Background()
 	var target string
 	if req.Method == http.MethodConnect {
@@ -285,7 +315,29 @@ func (p *Proxy) handleProxy(c net.Conn) {
 		reply(c, http.StatusBadGateway, err.Error())
 		return
 	}
-	p.splice(c, out, nil)
+	p.splice(c, out, br)
+}
+
+// headerLimit reads at most n bytes while n >= 0 (EOF after), any number
+// once n is -1.
+type headerLimit struct {
+	r io.Reader
+	n int
+}
+
+func (l *headerLimit) Read(b []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(b)
+	}
+	if l.n == 0 {
+		return 0, io.EOF
+	}
+	if len(b) > l.n {
+		b = b[:l.n]
+	}
+	k, err := l.r.Read(b)
+	l.n -= k
+	return k, err
 }
 
 // splice copies both ways until either side ends; in holds bytes the

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -180,5 +181,50 @@ func TestProxyCloseEndsConnections(t *testing.T) {
 	p.Close()
 	if _, err := net.Dial("tcp", proxy); err == nil {
 		t.Error("the proxy still accepts after Close")
+	}
+}
+
+// TestProxyBounds: a sandbox cannot grow the daemon without bound: the
+// request line and headers are bounded (431), and past maxConns
+// connections at once a new one is closed. spec: X12 (every process is
+// bounded; the daemon's work for a sandbox too)
+func TestProxyBounds(t *testing.T) {
+	f := &fakeNet{names: map[string][]netip.Addr{}}
+	p, proxy := startProxy(t, netpolicy.Policy{Public: true}, f)
+	got := ask(t, proxy, "CONNECT example.com:443 HTTP/1.1\r\nX-Big: "+strings.Repeat("a", maxHeader)+"\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 431 ") {
+		t.Errorf("huge header: %.100q", got)
+	}
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	for i := 0; i < maxConns; i++ {
+		c, err := net.Dial("tcp", proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+	}
+	// wait until all are being served
+	for i := 0; i < 500; i++ {
+		p.mu.Lock()
+		n := p.active
+		p.mu.Unlock()
+		if n == maxConns {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("connection %d was served: %v", maxConns+1, err)
 	}
 }
