@@ -78,6 +78,7 @@ func ask(t *testing.T, proxy, raw string) string {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second)) // a tunnel left open fails, not hangs
 	io.WriteString(c, raw)
 	b, _ := io.ReadAll(c)
 	return string(b)
