@@ -125,7 +125,8 @@ func TestProxyRefusesBeforeDialling(t *testing.T) {
 		"10.1.2.3:22":           "`net local 10.1.2.3:22`",
 		"[::ffff:10.0.0.1]:443": "`net local 10.0.0.1:443`",
 		"[fe80::1]:80":          "`net local [fe80::1]:80`",
-		"0.0.0.0:80":            "`net local 0.0.0.0:80`",
+		"0.0.0.0:80":            "never reached",
+		"[ff02::1]:80":          "never reached",
 	}
 	for target, grant := range cases {
 		for _, raw := range []string{

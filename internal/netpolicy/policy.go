@@ -55,6 +55,9 @@ func (r *Refusal) Error() string {
 	if r.Addr.String() != r.Target {
 		what += " (" + r.Addr.String() + ")"
 	}
+	if _, err := ParseLocal(r.Addr.String()); err != nil {
+		return fmt.Sprintf("%s is a %s address: never reached from a sandbox", what, r.Kind)
+	}
 	return fmt.Sprintf("%s is a %s address, refused unless the agent's .d/mount grants it: add a line `net local %s`", what, r.Kind, r.Addr)
 }
 
