@@ -1,6 +1,7 @@
 package agentdef
 
 import (
+	"github.com/cortexfs/ctx/internal/layout"
 	"strings"
 	"testing"
 )
@@ -63,4 +64,26 @@ func FuzzParseMount(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSetMountNetLocal: `ctx agent set NAME mount` takes a net local
+// grant, and Load gives it to the definition. spec: V1
+func TestSetMountNetLocal(t *testing.T) {
+	l := layout.Layout{Root: t.TempDir(), Runtime: t.TempDir(), UID: 1000}
+	if err := l.EnsureRoot(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Create(l, "a", CreateOptions{Models: []string{"openai/gpt-4o"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Set(l, "a", "mount", "net\nnet local 127.0.0.1:11434", nil); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Load(l, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Network || len(d.NetLocal) != 1 || d.NetLocal[0].String() != "127.0.0.1:11434" || !d.Net().Enabled() {
+		t.Errorf("loaded %v %v", d.Network, d.NetLocal)
+	}
 }
