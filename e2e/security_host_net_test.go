@@ -96,7 +96,7 @@ func lineOf(out, key string) string {
 // address or by the name localhost), nor a host abstract unix socket;
 // the proxy refuses private and link-local targets (literal addresses:
 // refused before any connect, so no packet leaves) naming the `net local`
-// line to add. The host servers see no connection. spec: V3 (item 6)
+// line to add. The host servers see no connection. spec: V3
 func TestSecurityHostNetIsNotTheHost(t *testing.T) {
 	srv := newHostServer(t, "HOST-SECRET")
 	abs, absConns := abstractServer(t, "ABSTRACT-SECRET")
@@ -155,7 +155,7 @@ func TestSecurityHostNetIsNotTheHost(t *testing.T) {
 // TestSecurityHostNetLocalGrant: `net local 127.0.0.1:PORT` reaches that
 // host server, directly on the sandbox's own 127.0.0.1:PORT and through
 // the proxy, while another host port stays unreachable both ways.
-// spec: V3 (item 6)
+// spec: V3
 func TestSecurityHostNetLocalGrant(t *testing.T) {
 	granted := newHostServer(t, "GRANTED-SERVER")
 	other := newHostServer(t, "OTHER-SECRET")
@@ -193,7 +193,7 @@ func TestSecurityHostNetLocalGrant(t *testing.T) {
 // TestSecurityHostNetFetch: fetch (the standard tool, inside the sandbox)
 // refuses a loopback URL itself, naming `net local HOST:PORT`; with that
 // grant it gets the page and another loopback port is still refused;
-// without net it says how to grant net. spec: V3 (item 6), issue 12
+// without net it says how to grant net. spec: V3, V1
 func TestSecurityHostNetFetch(t *testing.T) {
 	srv := newHostServer(t, "FETCHED-FROM-HOST")
 	other := newHostServer(t, "OTHER-SECRET")
@@ -228,7 +228,7 @@ func TestSecurityHostNetFetch(t *testing.T) {
 // TestSecurityHostNetUnprivileged: a daemon run by an ordinary user (its
 // sandboxes in user namespaces of their own, which the netns helper joins
 // first) gives a `net local` grant the same way, and still not the rest
-// of the host's loopback. spec: V3 (item 6)
+// of the host's loopback. spec: V3
 func TestSecurityHostNetUnprivileged(t *testing.T) {
 	uid, gid := ensureUser(t, "ctxe2e")
 	granted := newHostServer(t, "GRANTED-SERVER")

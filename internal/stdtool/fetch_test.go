@@ -181,7 +181,7 @@ func TestFetchBounds(t *testing.T) {
 
 // TestFetchNoNetwork: with no proxy in the environment (no `net`), fetch
 // says the sandbox has no network and how to grant it, before connecting.
-// spec: issue 12 (no network in this sandbox), V1
+// spec: V1
 func TestFetchNoNetwork(t *testing.T) {
 	fetchEnv(t, "", "")
 	for _, u := range []string{"http://example.com/", "https://93.184.215.14/x"} {
