@@ -98,9 +98,6 @@ func Start(o Options) (*Proc, error) {
 		defer iw.Close()
 		o.Spec.InfoFD = o.Spec.Pass(iw)
 		info = ir
-		if o.Roots == nil && o.Place == nil {
-			o.Place = func(int) error { return nil } // hold it all the same
-		}
 	}
 	args, err := o.Spec.Args()
 	if err != nil {
@@ -132,7 +129,8 @@ func Start(o Options) (*Proc, error) {
 			return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 		}
 	}
-	if o.Roots == nil && o.Place == nil {
+	// A net sandbox is held too, even with nothing to place.
+	if o.Roots == nil && o.Place == nil && o.Spec.Egress == nil {
 		if err := startIn(cmd, o.Enter); err != nil {
 			return nil, fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 		}
@@ -267,8 +265,9 @@ func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) error {
 	return <-errc
 }
 
-// startHeld starts bwrap held on a block pipe of its own, runs o.Place,
-// then releases it: without launch roots, placement still comes first.
+// startHeld starts bwrap held on a block pipe of its own, runs o.Place
+// (when set) and connects a net sandbox, then releases it: without launch
+// roots, placement and the network still come first.
 func (p *Proc) startHeld(o Options, cmd *exec.Cmd) error {
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -287,10 +286,12 @@ func (p *Proc) startHeld(o Options, cmd *exec.Cmd) error {
 		pw.Close()
 		return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
 	}
-	if err := o.Place(cmd.Process.Pid); err != nil {
-		killHeld(cmd) // before the block pipe closes: EOF would release bwrap's child
-		pw.Close()
-		return fmt.Errorf("start %s: place: %w", o.Spec.Argv[0], err)
+	if o.Place != nil {
+		if err := o.Place(cmd.Process.Pid); err != nil {
+			killHeld(cmd) // before the block pipe closes: EOF would release bwrap's child
+			pw.Close()
+			return fmt.Errorf("start %s: place: %w", o.Spec.Argv[0], err)
+		}
 	}
 	if err := p.attach(o); err != nil {
 		killHeld(cmd)
