@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/netpolicy"
@@ -55,8 +56,10 @@ func TestStartConnectsNetSandbox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		stop := time.AfterFunc(10*time.Second, p.Kill) // a start left unconnected fails, not hangs
 		out, _ := io.ReadAll(p.Stdout)
 		p.Wait()
+		stop.Stop()
 		if !strings.Contains(string(out), "HOST-SERVER") || strings.Contains(string(out), "OTHER-REACHED") {
 			t.Errorf("place %v: %q %s", place, out, p.Stderr())
 		}
