@@ -272,7 +272,9 @@ func TestToolsetFetchNeedsNet(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stdout, "no network") || !strings.Contains(r.stdout, "net") {
 		t.Errorf("fetch without net: %+v", r)
 	}
-	w.writeControl("a", "mount", "net\n")
+	// The test server is on the host's loopback: `net` alone does not reach
+	// it (README "The network"), a `net local` grant naming it does.
+	w.writeControl("a", "mount", "net\nnet local "+srv.Listener.Addr().String()+"\n")
 	r = w.tshCall(repo, "a", "fetch", srv.URL)
 	if r.code != 0 || !strings.Contains(r.stdout, "Hello ctx") || strings.Contains(r.stdout, "var x") || strings.Contains(r.stdout, "<h1>") {
 		t.Errorf("fetch with net: %+v", r)

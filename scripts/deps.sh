@@ -3,7 +3,9 @@
 # the machine. Missing packages are installed with apt-get when run as root;
 # otherwise it stops at once with the one command to run.
 set -euo pipefail
-want=(bubblewrap:/usr/bin/bwrap git:git)
+# nsenter (util-linux) puts an unprivileged daemon's netns helper into a
+# net sandbox's namespaces (internal/egress).
+want=(bubblewrap:/usr/bin/bwrap git:git util-linux:/usr/bin/nsenter)
 if [ "${1:-}" = test ]; then
   # tmux drives `ctx agent attach`; setpriv/unshare (util-linux), pgrep
   # (procps) and useradd (passwd) serve the uid tests; rg is the grep

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/cortexfs/ctx/internal/ctxd"
+	"github.com/cortexfs/ctx/internal/egress"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/reaper"
 )
@@ -25,6 +26,11 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == egress.HelperArg {
+		// Not for users: the daemon runs it inside a net sandbox's network
+		// namespace (internal/egress), before the sandbox runs.
+		return egress.Helper(args[1:])
+	}
 	l := layout.FromEnv()
 	var err error
 	switch {

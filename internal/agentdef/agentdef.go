@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/limits"
+	"github.com/cortexfs/ctx/internal/netpolicy"
 	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
@@ -81,15 +83,22 @@ type Def struct {
 	// .d/groups; the daemon's own identity where absent.
 	UID, GID int
 	Groups   []int
-	// Mounts and Network from .d/mount (see ParseMount).
-	Mounts  []MountEntry
-	Network bool
+	// Mounts and Network from .d/mount (see ParseMount): Network is the
+	// `net` line, NetLocal the `net local HOST:PORT` lines.
+	Mounts   []MountEntry
+	Network  bool
+	NetLocal []netip.AddrPort
 	// Limits of every run, from .d/limits (limits.Default where absent;
 	// issue 11 "Limits per run").
 	Limits limits.Limits
 	// Protect is .d/protect: explicit, logged exceptions to the protected
 	// paths and directories (issue 11).
 	Protect workspace.Grants
+}
+
+// Net is what the agent's sandboxes may reach (.d/mount `net`, `net local`).
+func (d *Def) Net() netpolicy.Policy {
+	return netpolicy.Policy{Public: d.Network, Local: d.NetLocal}
 }
 
 // Load reads and validates a definition: agent/<name> and agent/<name>.d/,
@@ -239,9 +248,11 @@ func Load(l layout.Layout, name string) (*Def, error) {
 	if b, ok, err := read("mount"); err != nil {
 		return nil, err
 	} else if ok {
-		if d.Mounts, d.Network, err = ParseMount(b); err != nil {
+		var net netpolicy.Policy
+		if d.Mounts, net, err = ParseMount(b); err != nil {
 			return nil, fmt.Errorf("agent %q: .d/mount: %v: %w", name, err, ErrInvalid)
 		}
+		d.Network, d.NetLocal = net.Public, net.Local
 	}
 	d.Limits = limits.Default
 	if b, ok, err := read("limits"); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/cortexfs/ctx/internal/netpolicy"
 	"github.com/cortexfs/ctx/internal/pathin"
 	"path/filepath"
 	"strings"
@@ -24,21 +25,24 @@ var reserved = []string{"/ctx", "/proc", "/dev", "/run/cortexfs", "/home/agent",
 //	# comment
 //	ro HOST_DIR SANDBOX_DIR    read-only bind
 //	rw HOST_DIR SANDBOX_DIR    writable bind
-//	net                        keep the host network (default: none)
+//	net                        outbound network through the daemon's proxy (default: none)
+//	net local HOST:PORT        also this one address (IP literal) that is
+//	                           otherwise refused: loopback, private, link-local…
 //
+// The network is never the host's: see internal/netpolicy and internal/egress.
 // Paths are absolute and clean, without spaces; a sandbox path may not be /
 // nor lie at or under a path the runtime owns (/ctx, /proc, /dev,
 // /run/cortexfs, /home/agent, /workspace, /tmp and the system directories).
 // Any other line makes the file invalid, and runs fail closed.
-func ParseMount(b []byte) ([]MountEntry, bool, error) {
+func ParseMount(b []byte) ([]MountEntry, netpolicy.Policy, error) {
+	var net netpolicy.Policy
 	if len(b) == 0 {
-		return nil, false, nil
+		return nil, net, nil
 	}
 	if b[len(b)-1] != '\n' || !utf8.Valid(b) || bytes.ContainsAny(b, "\r\x00") {
-		return nil, false, errors.New("must be LF-terminated UTF-8 lines")
+		return nil, net, errors.New("must be LF-terminated UTF-8 lines")
 	}
 	var out []MountEntry
-	net := false
 	for i, ln := range strings.Split(string(b[:len(b)-1]), "\n") {
 		f := strings.Fields(ln)
 		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
@@ -46,25 +50,33 @@ func ParseMount(b []byte) ([]MountEntry, bool, error) {
 		}
 		switch {
 		case len(f) == 1 && f[0] == "net":
-			net = true
+			net.Public = true
+		case len(f) == 3 && f[0] == "net" && f[1] == "local":
+			ap, err := netpolicy.ParseLocal(f[2])
+			if err != nil {
+				return nil, netpolicy.Policy{}, fmt.Errorf("line %d: net local %v", i+1, err)
+			}
+			if !net.Granted(ap) {
+				net.Local = append(net.Local, ap)
+			}
 		case len(f) == 3 && (f[0] == "ro" || f[0] == "rw"):
 			for _, p := range f[1:] {
 				if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-					return nil, false, fmt.Errorf("line %d: %q is not a clean absolute path", i+1, p)
+					return nil, netpolicy.Policy{}, fmt.Errorf("line %d: %q is not a clean absolute path", i+1, p)
 				}
 			}
 			dst := f[2]
 			if dst == "/" {
-				return nil, false, fmt.Errorf("line %d: cannot mount over /", i+1)
+				return nil, netpolicy.Policy{}, fmt.Errorf("line %d: cannot mount over /", i+1)
 			}
 			for _, r := range reserved {
 				if pathin.Inside(dst, r) || pathin.Inside(r, dst) {
-					return nil, false, fmt.Errorf("line %d: %s is reserved by the runtime", i+1, dst)
+					return nil, netpolicy.Policy{}, fmt.Errorf("line %d: %s is reserved by the runtime", i+1, dst)
 				}
 			}
 			out = append(out, MountEntry{Write: f[0] == "rw", Src: f[1], Dst: dst})
 		default:
-			return nil, false, fmt.Errorf("line %d: want `ro|rw HOST SANDBOX` or `net`", i+1)
+			return nil, netpolicy.Policy{}, fmt.Errorf("line %d: want `ro|rw HOST SANDBOX`, `net` or `net local HOST:PORT`", i+1)
 		}
 	}
 	return out, net, nil

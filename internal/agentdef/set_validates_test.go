@@ -21,6 +21,9 @@ func TestSetRefusesValuesTheDefinitionReaderRefuses(t *testing.T) {
 	for _, c := range []struct{ control, value string }{
 		{"mount", "rw /etc"},
 		{"mount", "rw /home/me /proc"},
+		{"mount", "net local localhost:11434"}, // a name, not an address
+		{"mount", "net local 127.0.0.1"},
+		{"mount", "net everything"},
 		{"uid", "abc"},
 		{"gid", "-1"},
 		{"cwd", "relative/dir"},

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cortexfs/ctx/internal/netpolicy"
 )
 
 // DefaultPath is where bwrap is looked up. It is never looked up through an
@@ -89,8 +91,14 @@ type Spec struct {
 	Env map[string]string
 	// Chdir is the working directory inside the sandbox.
 	Chdir string
-	// Network keeps the host network; otherwise --unshare-net.
+	// Network keeps the host network; otherwise --unshare-net. Agent
+	// sandboxes never set it: `net` is Egress.
 	Network bool
+	// Egress, when set, is what a `net` sandbox may reach: it keeps a
+	// network namespace of its own (--unshare-net, whatever Network says)
+	// and the starter (internal/proc) connects it through the daemon's
+	// proxy (internal/egress) before it runs.
+	Egress *netpolicy.Policy
 	// MapUser runs the program as UID/GID inside a new user namespace.
 	MapUser  bool
 	UID, GID int
@@ -163,7 +171,9 @@ func (s Spec) Args() ([]string, error) {
 		"--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--cap-drop", "ALL", // as root, --new-session alone still lets TIOCSTI through
 	)
-	if !s.Network {
+	if !s.Network || s.Egress != nil {
+		// spec: V3 — the host's network (its loopback services, its
+		// abstract unix sockets) is never the sandbox's.
 		a = append(a, "--unshare-net")
 	}
 	if s.MapUser {

@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"errors"
+	"github.com/cortexfs/ctx/internal/netpolicy"
 	"os"
 	"os/exec"
 	"slices"
@@ -176,5 +177,19 @@ func TestArgsSharedSessionPID1RemountRO(t *testing.T) {
 	}
 	if _, err := (Spec{RemountRO: []string{"rel"}, Argv: []string{"/bin/true"}}).Args(); err == nil {
 		t.Error("a relative --remount-ro was accepted")
+	}
+}
+
+// TestArgsEgressKeepsOwnNetwork: a net sandbox (Egress) always gets a
+// network namespace of its own, even if Network is set too: the host's
+// network is never an agent's. spec: V3 (README "The network")
+func TestArgsEgressKeepsOwnNetwork(t *testing.T) {
+	s := Spec{Network: true, Egress: &netpolicy.Policy{Public: true}, Argv: []string{"/bin/true"}}
+	a, err := s.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(a, "--unshare-net") {
+		t.Errorf("a net sandbox shares the host's network: %v", a)
 	}
 }

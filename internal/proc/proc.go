@@ -6,6 +6,8 @@ package proc
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/egress"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/seccomp"
 )
@@ -38,6 +41,10 @@ type Proc struct {
 	once    sync.Once
 	release func()
 	gate    *gate
+	// egress serves a net sandbox's network (closed by Wait); info is
+	// bwrap's --info-fd while it starts.
+	egress *egress.Proxy
+	info   *os.File
 }
 
 // Options for Start.
@@ -70,7 +77,7 @@ type Options struct {
 
 // Start starts bwrap with the spec. The process runs in its own process group
 // and dies with the daemon (PR_SET_PDEATHSIG → bwrap --die-with-parent). A
-// held start (Roots or Place) runs its program through the gate (gate.go):
+// held start (Roots, Place or a net sandbox) runs its program through the gate (gate.go):
 // a daemon that dies before the release leaves nothing running.
 func Start(o Options) (*Proc, error) {
 	// issue 11: every sandboxed process runs under the seccomp filter; a
@@ -83,6 +90,19 @@ func Start(o Options) (*Proc, error) {
 	defer filter.Close() // bwrap has its own copy once started
 	o.Spec.Files = slices.Clip(o.Spec.Files)
 	o.Spec.SeccompFD = o.Spec.Pass(filter)
+	var info *os.File
+	if o.Spec.Egress != nil {
+		// A net sandbox is connected while it is held: bwrap's --info-fd
+		// names the child whose network namespace gets the listeners.
+		ir, iw, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("start %s: info pipe: %w", name, err)
+		}
+		defer ir.Close()
+		defer iw.Close()
+		o.Spec.InfoFD = o.Spec.Pass(iw)
+		info = ir
+	}
 	args, err := o.Spec.Args()
 	if err != nil {
 		return nil, err
@@ -90,7 +110,7 @@ func Start(o Options) (*Proc, error) {
 	if o.Enter != nil {
 		o.Place = nil
 	}
-	held := o.Roots != nil || o.Place != nil
+	held := o.Roots != nil || o.Place != nil || o.Spec.Egress != nil // a net sandbox is connected while held
 	cmd := exec.Command(o.Bwrap, args...)
 	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv/--setenv)
 	cmd.Dir = "/"
@@ -120,7 +140,7 @@ func Start(o Options) (*Proc, error) {
 	if max <= 0 {
 		max = 64 << 10
 	}
-	p := &Proc{cmd: cmd, stderr: &Tail{Max: max}, done: make(chan struct{}), gate: g}
+	p := &Proc{cmd: cmd, stderr: &Tail{Max: max}, done: make(chan struct{}), gate: g, info: info}
 	cmd.Stderr = p.stderr
 	if p.Stdout, err = cmd.StdoutPipe(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -132,7 +152,8 @@ func Start(o Options) (*Proc, error) {
 			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
 	}
-	if o.Roots == nil && o.Place == nil {
+	// A net sandbox is held too, even with nothing to place.
+	if o.Roots == nil && o.Place == nil && o.Spec.Egress == nil {
 		if err := startIn(cmd, o.Enter); err != nil {
 			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
@@ -167,6 +188,11 @@ func Start(o Options) (*Proc, error) {
 			return nil, fmt.Errorf("start %s: place: %w", name, err)
 		}
 	}
+	if err := p.attach(o); err != nil {
+		killHeld(cmd)
+		launch.Abort()
+		return nil, err
+	}
 	release, err := launch.Started(cmd.Process) // register the root, then unblock bwrap
 	if err != nil {
 		_ = cmd.Wait()
@@ -176,6 +202,46 @@ func Start(o Options) (*Proc, error) {
 	p.release = release
 	g.open() // spec: U2 — only a registered root runs its program
 	return p, nil
+}
+
+// attach connects a held net sandbox (Spec.Egress) to the daemon's
+// proxy: the listeners are made inside its network namespace before
+// anything of the sandbox runs, so no program inside ever sees a network
+// without them. Without Egress it does nothing.
+func (p *Proc) attach(o Options) error {
+	if o.Spec.Egress == nil {
+		return nil
+	}
+	child, err := childPid(p.info, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("start %s: egress helper: %w", o.Spec.Argv[0], err)
+	}
+	px, err := egress.Attach(child, exe, *o.Spec.Egress, nil)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+	}
+	p.egress = px
+	return nil
+}
+
+// childPid reads bwrap's --info-fd JSON for the sandbox's first process
+// (bwrap writes it after the clone, while the child waits on --block-fd).
+func childPid(r *os.File, timeout time.Duration) (int, error) {
+	_ = r.SetReadDeadline(time.Now().Add(timeout))
+	var info struct {
+		Child int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(r).Decode(&info); err != nil {
+		return 0, fmt.Errorf("bwrap --info-fd: %w", err)
+	}
+	if info.Child <= 0 {
+		return 0, errors.New("bwrap --info-fd: no child-pid")
+	}
+	return info.Child, nil
 }
 
 // killHeld ends a bwrap still held on its block pipe, and the child it
@@ -227,8 +293,9 @@ func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) error {
 	return <-errc
 }
 
-// startHeld starts bwrap held on a block pipe of its own, runs o.Place,
-// then releases it: without launch roots, placement still comes first.
+// startHeld starts bwrap held on a block pipe of its own, runs o.Place
+// (when set) and connects a net sandbox, then releases it: without launch
+// roots, placement and the network still come first.
 func (p *Proc) startHeld(o Options, cmd *exec.Cmd, name string) error {
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -247,10 +314,17 @@ func (p *Proc) startHeld(o Options, cmd *exec.Cmd, name string) error {
 		pw.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	if err := o.Place(cmd.Process.Pid); err != nil {
-		killHeld(cmd) // before the block pipe closes: EOF would release bwrap's child
+	if o.Place != nil {
+		if err := o.Place(cmd.Process.Pid); err != nil {
+			killHeld(cmd) // before the block pipe closes: EOF would release bwrap's child
+			pw.Close()
+			return fmt.Errorf("start %s: place: %w", name, err)
+		}
+	}
+	if err := p.attach(o); err != nil {
+		killHeld(cmd)
 		pw.Close()
-		return fmt.Errorf("start %s: place: %w", name, err)
+		return err
 	}
 	_, err = pw.Write([]byte{1})
 	pw.Close()
@@ -279,6 +353,9 @@ func (p *Proc) Wait() error {
 		if p.gate != nil {
 			p.gate.abort() // ends a stdin writer the program never read
 			<-p.gate.done
+		}
+		if p.egress != nil {
+			_ = p.egress.Close() // the run's network ends with its sandbox
 		}
 		if p.release != nil {
 			p.release()

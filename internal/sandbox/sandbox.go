@@ -6,6 +6,7 @@ package sandbox
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -303,7 +304,18 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 			}
 		}
 	}
-	s.Network = v.Def.Network
+	if pol := v.Def.Net(); pol.Enabled() {
+		// spec: V3 — `net` is never the host's network: the sandbox keeps its
+		// own namespace and reaches out through the daemon's proxy, which
+		// refuses this host and its networks unless `net local` names them.
+		s.Egress = &pol
+		env := maps.Clone(s.Env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		maps.Copy(env, pol.Env())
+		s.Env = env
+	}
 	if _, err := os.Stat(filepath.Dir(l.ControlSocket())); err == nil {
 		// The directory holding only the socket, so a restarted daemon's new
 		// socket is reachable from a sandbox that outlived the old one.

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,5 +85,33 @@ func TestEnvs(t *testing.T) {
 	}
 	if _, ok := env["PATH"]; ok {
 		t.Error("PATH leaked into the agent environment")
+	}
+}
+
+// TestSpecNet: `net` and `net local` give the spec an egress policy (its
+// own network namespace, served by the daemon) and the proxy environment;
+// without them there is neither. spec: V3 (README "The network")
+func TestSpecNet(t *testing.T) {
+	v := view(t)
+	s := v.Spec([]string{"/x"}, v.ToolEnv())
+	if s.Egress != nil || s.Env["HTTPS_PROXY"] != "" {
+		t.Errorf("no net, yet egress %v env %v", s.Egress, s.Env)
+	}
+	v.Def.Network = true
+	v.Def.NetLocal = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:11434")}
+	env := v.ToolEnv()
+	s = v.Spec([]string{"/x"}, env)
+	if s.Egress == nil || !s.Egress.Public || len(s.Egress.Local) != 1 {
+		t.Fatalf("egress %+v", s.Egress)
+	}
+	if s.Env["HTTPS_PROXY"] != "http://127.0.0.1:3128" || s.Env["CTX_NET_LOCAL"] != "127.0.0.1:11434" || s.Env["CTX_AGENT"] != "a" {
+		t.Errorf("env %v", s.Env)
+	}
+	if _, ok := env["HTTPS_PROXY"]; ok {
+		t.Error("the caller's environment map was changed")
+	}
+	a, _ := s.Args()
+	if !slices.Contains(a, "--unshare-net") {
+		t.Errorf("a net sandbox shares the host's network: %v", a)
 	}
 }

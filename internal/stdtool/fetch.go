@@ -8,13 +8,18 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/cortexfs/ctx/internal/netpolicy"
 )
 
 func init() {
@@ -26,7 +31,7 @@ func init() {
 argv: fetch URL   (http:// or https:// only)
 HTML is reduced to readable text: headings (#), paragraphs, list items (-), links as text (url), code blocks; scripts, styles and navigation are dropped. Other text and JSON are shown as they are; images, PDFs and other binary types are refused.
 The first line is the final URL (after at most 5 redirects), then the status. At most about 15 KiB is shown; 30 s timeout.
-The sandbox has no network unless the agent's .d/mount grants net.
+The sandbox has no network unless the agent's .d/mount grants net; this host's loopback and its private networks only as .d/mount's net local HOST:PORT grants name them.
 Example: fetch https://pkg.go.dev/regexp/syntax`},
 		Run: runFetch,
 	})
@@ -58,15 +63,28 @@ func runFetch(ctx context.Context, a *Args, out *Output) error {
 	if u.Host == "" {
 		return Failf("fetch: %q has no host", raw)
 	}
+	netw := fetchNetFromEnv()
+	if err := netw.check(u); err != nil {
+		return Failf("fetch: %s: %v", raw, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = netw.proxyFor
+	defer tr.CloseIdleConnections()
 	client := &http.Client{
+		Transport: tr,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) > fetchMaxRedirects {
 				return fmt.Errorf("more than %d redirects", fetchMaxRedirects)
 			}
 			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 				return fmt.Errorf("redirected to %s, not http(s)", req.URL)
+			}
+			// A public page redirecting to the host's loopback is refused
+			// by the same rule as a URL given directly.
+			if err := netw.check(req.URL); err != nil {
+				return fmt.Errorf("redirected to %s: %w", req.URL, err)
 			}
 			return nil
 		},
@@ -128,20 +146,11 @@ func runFetch(ctx context.Context, a *Args, out *Output) error {
 	return nil
 }
 
-// fetchError explains a failed request; with no network interface but
-// loopback, that is the sandbox having no network.
+// fetchError explains a failed request.
 func fetchError(raw string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) && ue.Timeout() || errors.Is(err, context.DeadlineExceeded) {
 		return Failf("fetch: %s: no answer within %s", raw, fetchTimeout)
-	}
-	if !hasNetwork() {
-		msg := noNetworkMsg
-		if isLoopback(raw) {
-			// the sandbox's loopback is its own: the host's services are not on it
-			msg += "; localhost here is the sandbox's own, not the host's"
-		}
-		return Failf("fetch: %s: %v\n%s", raw, unwrapURLError(err), msg)
 	}
 	return Failf("fetch: %s: %v", raw, unwrapURLError(err))
 }
@@ -154,34 +163,104 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-// isLoopback reports whether the URL raw names this host (no network is
-// needed to reach it).
-func isLoopback(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return false
-	}
-	h := u.Hostname()
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+// fetchNet is the sandbox's network as its environment describes it: the
+// proxy the daemon serves (HTTPS_PROXY, HTTP_PROXY) and the `net local`
+// grants (CTX_NET_LOCAL). The environment grants nothing — the sandbox's
+// own network namespace and the daemon's proxy decide — it lets fetch
+// refuse early and say what to add.
+type fetchNet struct {
+	proxy map[string]*url.URL // by scheme
+	pol   netpolicy.Policy
 }
 
-// hasNetwork reports whether the process sees a network interface other
-// than loopback that is up.
-var hasNetwork = func() bool {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return true // cannot tell: do not claim there is none
-	}
-	for _, i := range ifs {
-		if i.Flags&net.FlagUp != 0 && i.Flags&net.FlagLoopback == 0 {
-			return true
+func fetchNetFromEnv() fetchNet {
+	n := fetchNet{proxy: map[string]*url.URL{}}
+	for scheme, keys := range map[string][]string{"http": {"HTTP_PROXY", "http_proxy"}, "https": {"HTTPS_PROXY", "https_proxy"}} {
+		for _, k := range keys {
+			if v := os.Getenv(k); v != "" {
+				if u, err := url.Parse(v); err == nil && u.Host != "" {
+					n.proxy[scheme] = u
+					break
+				}
+			}
 		}
 	}
-	return false
+	for _, f := range strings.Fields(os.Getenv(netpolicy.EnvLocal)) {
+		if ap, err := netpolicy.ParseLocal(f); err == nil {
+			n.pol.Local = append(n.pol.Local, ap)
+		}
+	}
+	n.pol.Public = len(n.proxy) > 0
+	return n
+}
+
+// target is the address a URL names when its host is an IP address (or
+// localhost, which is 127.0.0.1 here): ok false for a name.
+func target(u *url.URL) (hostport string, ap netip.AddrPort, ok bool) {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	h := u.Hostname()
+	hostport = net.JoinHostPort(h, port)
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		h = "127.0.0.1"
+	}
+	a, err := netip.ParseAddr(h)
+	p, perr := strconv.ParseUint(port, 10, 16)
+	if err != nil || perr != nil || a.Zone() != "" {
+		return hostport, ap, false
+	}
+	return hostport, netip.AddrPortFrom(a.Unmap(), uint16(p)), true
+}
+
+// check refuses, before any connection, what the sandbox may not reach:
+// an address of this host or its networks without a `net local` grant
+// naming it, anything at all without `net` (spec: V3, README "The
+// network"). A name goes to the proxy, which resolves it and refuses the
+// same way.
+func (n fetchNet) check(u *url.URL) error {
+	hostport, ap, literal := target(u)
+	if literal {
+		if err := n.pol.Check(hostport, ap); err != nil {
+			var r *netpolicy.Refusal
+			if errors.As(err, &r) && r.Kind == "" {
+				return errors.New(noNetworkMsg)
+			}
+			msg := "refused: " + err.Error()
+			if ap.Addr().IsLoopback() {
+				msg += " (localhost in the sandbox is its own, not the host's)"
+			}
+			if !n.pol.Enabled() {
+				msg = noNetworkMsg + "; " + msg
+			}
+			return errors.New(msg)
+		}
+		if n.pol.Granted(ap) {
+			return nil
+		}
+	}
+	if !n.pol.Public {
+		return errors.New(noNetworkMsg)
+	}
+	return nil
+}
+
+// proxyFor is the transport's Proxy: a granted loopback address is
+// reached directly (the daemon listens on it inside the sandbox's network
+// namespace); everything else through the proxy — Go's
+// ProxyFromEnvironment would skip loopback hosts and honour NO_PROXY.
+func (n fetchNet) proxyFor(req *http.Request) (*url.URL, error) {
+	if _, ap, ok := target(req.URL); ok && ap.Addr().IsLoopback() && n.pol.Granted(ap) {
+		return nil, nil
+	}
+	if p := n.proxy[req.URL.Scheme]; p != nil {
+		return p, nil
+	}
+	return nil, errors.New(noNetworkMsg)
 }
 
 // isTextType reports whether the media type mt is shown as it is.

@@ -1,6 +1,7 @@
 package stdtool
 
 import (
+	"github.com/cortexfs/ctx/internal/netpolicy"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -84,7 +85,18 @@ func fetchServer(t *testing.T) *httptest.Server {
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
+	// the test server is on loopback: granted as a `net local` line would
+	fetchEnv(t, "", srv.Listener.Addr().String())
 	return srv
+}
+
+// fetchEnv sets the environment a sandbox gets: the proxy ("" for none)
+// and the `net local` grants.
+func fetchEnv(t *testing.T, proxy, local string) {
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		t.Setenv(k, proxy)
+	}
+	t.Setenv(netpolicy.EnvLocal, local)
 }
 
 // TestFetch: HTML reduced to text, text and JSON as they are, other types
@@ -167,25 +179,46 @@ func TestFetchBounds(t *testing.T) {
 	}
 }
 
-// TestFetchNoNetwork: when the connection fails and only loopback is
-// there, fetch says the sandbox has no network and how to grant it.
-// spec: issue 12 (no network in this sandbox)
+// TestFetchNoNetwork: with no proxy in the environment (no `net`), fetch
+// says the sandbox has no network and how to grant it, before connecting.
+// spec: V1
 func TestFetchNoNetwork(t *testing.T) {
-	old := hasNetwork
-	hasNetwork = func() bool { return false }
-	t.Cleanup(func() { hasNetwork = old })
-	// a port nobody listens on, on a host that is not loopback by name:
-	// 0.0.0.0 connects to this host and is refused at once
-	got, code := searchRun(t, "fetch", "http://0.0.0.0:1/")
-	if code != 1 || !strings.HasSuffix(got, "\n"+noNetworkMsg+"\n") || !strings.Contains(got, "connection refused") {
-		t.Errorf("exit %d: %q", code, got)
+	fetchEnv(t, "", "")
+	for _, u := range []string{"http://example.com/", "https://93.184.215.14/x"} {
+		got, code := searchRun(t, "fetch", u)
+		if code != 1 || got != "fetch: "+u+": "+noNetworkMsg+"\n" {
+			t.Errorf("%s: exit %d: %q", u, code, got)
+		}
 	}
-	// loopback without net is the sandbox's own: the message says so
-	got, _ = searchRun(t, "fetch", "http://127.0.0.1:1/")
-	if !strings.Contains(got, noNetworkMsg) || !strings.Contains(got, "sandbox's own") {
-		t.Errorf("loopback: %q", got)
-	}
-	if !isLoopback("http://localhost:8080/x") || !isLoopback("http://[::1]/") || isLoopback("https://example.com/") {
-		t.Error("isLoopback")
+}
+
+// TestFetchRefusesLocal: loopback, private and link-local addresses are
+// refused by fetch itself, naming the `net local` grant to add, with or
+// without net; a granted loopback address is reached directly, another
+// port of it is not. spec: V3 (README "The network")
+func TestFetchRefusesLocal(t *testing.T) {
+	srv := fetchServer(t) // granted by fetchServer
+	for _, proxy := range []string{"", "http://127.0.0.1:9/"} {
+		fetchEnv(t, proxy, srv.Listener.Addr().String())
+		cases := []struct{ url, grant string }{
+			{"http://127.0.0.1:1/", "net local 127.0.0.1:1"},
+			{"http://localhost:2/x", "net local 127.0.0.1:2"},
+			{"http://[::1]:3/", "net local [::1]:3"},
+			{"http://10.1.2.3/", "net local 10.1.2.3:80"},
+			{"https://192.168.0.1/", "net local 192.168.0.1:443"},
+			{"http://169.254.169.254/latest/meta-data/", "net local 169.254.169.254:80"},
+			{"http://[fd00::1]:8080/", "net local [fd00::1]:8080"},
+			{"http://[::ffff:127.0.0.1]:4/", "net local 127.0.0.1:4"},
+		}
+		for _, c := range cases {
+			got, code := searchRun(t, "fetch", c.url)
+			if code != 1 || !strings.Contains(got, "refused: ") || !strings.Contains(got, "`"+c.grant+"`") {
+				t.Errorf("proxy %q: %s: exit %d: %q", proxy, c.url, code, got)
+			}
+		}
+		got, code := searchRun(t, "fetch", srv.URL+"/json")
+		if code != 0 || !strings.Contains(got, "200 OK") {
+			t.Errorf("proxy %q: granted loopback: exit %d: %q", proxy, code, got)
+		}
 	}
 }
