@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cortexfs/ctx/internal/cgroup"
+	"github.com/cortexfs/ctx/internal/egress"
 )
 
 var binDir string
@@ -154,6 +155,10 @@ func (w *world) env(extra ...string) []string {
 		"CTX_RUNTIME_DIR=" + w.run,
 		"CTX_NO_AUTOSTART=1",
 		"CTX_CANCEL_GRACE=500ms",
+		// Every daemon a test starts dials only loopback for its sandboxes'
+		// network: a broken address check fails a test instead of sending
+		// a packet anywhere else (the workplace allows loopback only).
+		egress.EnvLoopbackOnly + "=1",
 	}, append(w.extra, extra...)...)
 }
 
