@@ -220,7 +220,23 @@ func TestSecurityHostControlSocketAsk(t *testing.T) {
 		ev := w.events("a", "default")
 		return ev[len(ev)-1].Type == "done"
 	})
-	req, out := update("step-allow", "run /workspace/attack ctl-update system.md NEW-allowed", "allow_once")
+	// A flood: twelve updates at once, unanswered. At most eight are asked
+	// (and recorded); the rest are refused unasked; nothing is written.
+	req, out := update("step-flood", "run /workspace/attack ctl-update --repeat 12 system.md NEW-flood", "")
+	asked := 0
+	for _, f := range w.events("a", "default") {
+		if f.Type == "approval_request" && f.Run == req.Run && f.Name == "agent.update" {
+			asked++
+		}
+	}
+	text := deltaText(out)
+	if asked != 8 || strings.Count(text, "denied by approval: limit") != 4 || strings.Contains(text, `"ok":true`) {
+		t.Errorf("flood: %d asked, want 8; answers:\n%s", asked, text)
+	}
+	if got := mustRead(t, sys); got != orig {
+		t.Fatalf("flood: system.md changed: %q", got)
+	}
+	req, out = update("step-allow", "run /workspace/attack ctl-update system.md NEW-allowed", "allow_once")
 	if text := deltaText(out); !strings.Contains(text, `{"ok":true}`) {
 		t.Errorf("allow_once: %s", text)
 	}

@@ -17,6 +17,10 @@ func (a *Actor) onApprovalNeeded(c actor.Context, m *run.ApprovalNeeded) {
 	a.askApproval(c, &ipc.Frame{Type: ipc.TypeApprovalRequest, Run: m.Run, ID: m.CallID, Name: m.Name, Args: m.Args, MCP: m.MCP}, nil)
 }
 
+// MaxUpdateAsks bounds the control-socket updates one run may have its
+// person asked about, as X6 bounds its tool calls (8).
+const MaxUpdateAsks = 8
+
 // onUpdateAsked asks the run's person about an update that arrived on
 // the control socket (ask mode), exactly as about a tool call: the same
 // approval_request on the same connection, recorded, failing closed. The
@@ -30,6 +34,15 @@ func (a *Actor) onUpdateAsked(c actor.Context, m *updateAsked) {
 		k.Answer("eof")
 		return
 	}
+	if ac.updatesAsked >= MaxUpdateAsks {
+		// Each question is two recorded frames of up to 8 KiB: a run that
+		// keeps asking (its person gone, every answer an instant eof)
+		// would grow the log without bound. Refused unrecorded, unasked.
+		a.log.Warn("control socket update refused unasked: too many in this run", "run", k.Run, "limit", MaxUpdateAsks)
+		k.Answer("limit")
+		return
+	}
+	ac.updatesAsked++
 	a.askApproval(c, &ipc.Frame{Type: ipc.TypeApprovalRequest, Run: k.Run, ID: k.ID, Name: ctlsock.ToolName,
 		Args: []string{"--control", k.Control, "--content", k.Content}}, k)
 }

@@ -67,8 +67,9 @@ type active struct {
 	approvals map[*ipc.ApprovalWait]*time.Timer
 	// updates are the approvals asked for control-socket updates; release
 	// ends the run's registration in config.Updates.
-	updates map[*ipc.ApprovalWait]*ctlsock.Ask
-	release func()
+	updates      map[*ipc.ApprovalWait]*ctlsock.Ask
+	updatesAsked int // MaxUpdateAsks bounds it
+	release      func()
 	// again: connections that sent the run's request again (a client
 	// reattaching after it was dropped), newest last; see approver.
 	again []*ipc.Conn

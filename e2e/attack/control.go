@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -13,7 +15,7 @@ import (
 // directly, without the agent.update tool (and so without the checks in
 // front of a tool call), to replace this agent's own control file. It
 // reports whether the socket is in the view and the host's answer.
-// Usage: attack ctl-update [--wait FILE] CONTROL CONTENT [SOCKET...]
+// Usage: attack ctl-update [--wait FILE] [--repeat N] CONTROL CONTENT [SOCKET...]
 // (default socket: $CTX_CONTROL_SOCKET, else /run/cortexfs/control.sock;
 // --wait first creates FILE.ready, then waits up to 60 s for FILE).
 func init() {
@@ -29,8 +31,13 @@ func init() {
 			}
 			args = args[2:]
 		}
+		repeat := 1
+		if len(args) >= 2 && args[0] == "--repeat" {
+			repeat, _ = strconv.Atoi(args[1])
+			args = args[2:]
+		}
 		if len(args) < 2 {
-			say("error", "usage: ctl-update [--wait FILE] CONTROL CONTENT [SOCKET...]")
+			say("error", "usage: ctl-update [--wait FILE] [--repeat N] CONTROL CONTENT [SOCKET...]")
 			return 2
 		}
 		socks := args[2:]
@@ -51,29 +58,50 @@ func init() {
 		if parts := strings.SplitN(os.Getenv("CTX_AGENT_SUBJECT"), ":", 3); session == "" && len(parts) == 3 {
 			session = parts[2]
 		}
-		frame, _ := json.Marshal(map[string]string{"op": "agent.update", "request_id": "attack-" + time.Now().Format("150405.000000000"),
-			"agent": os.Getenv("CTX_AGENT"), "session": session, "run": os.Getenv("CTX_RUN"), "control": args[0], "content": args[1]})
+		stamp := time.Now().Format("150405.000000000")
 		for _, p := range socks {
 			if _, err := os.Lstat(p); err != nil {
 				say("socket:"+p, "absent: "+err.Error())
 				continue
 			}
 			say("socket:"+p, "present")
-			c, err := net.DialTimeout("unix", p, 5*time.Second)
-			if err != nil {
-				say("dial:"+p, err)
-				continue
+			// --repeat sends N frames at once, each with its own id.
+			answers := make([]string, repeat)
+			var wg sync.WaitGroup
+			for i := range answers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					frame, _ := json.Marshal(map[string]string{"op": "agent.update", "request_id": "attack-" + stamp + "-" + strconv.Itoa(i),
+						"agent": os.Getenv("CTX_AGENT"), "session": session, "run": os.Getenv("CTX_RUN"), "control": args[0], "content": args[1]})
+					answers[i] = send(p, frame)
+				}()
 			}
-			c.SetDeadline(time.Now().Add(120 * time.Second))
-			c.Write(append(frame, '\n'))
-			line, err := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if err != nil && line == "" {
-				say("answer:"+p, "none: "+err.Error())
-				continue
+			wg.Wait()
+			for i, a := range answers {
+				key := "answer:" + p
+				if repeat > 1 {
+					key += ":" + strconv.Itoa(i)
+				}
+				say(key, a)
 			}
-			say("answer:"+p, strings.TrimSpace(line))
 		}
 		return 0
 	})
+}
+
+// send sends one frame on the socket at p and returns the answer line.
+func send(p string, frame []byte) string {
+	c, err := net.DialTimeout("unix", p, 5*time.Second)
+	if err != nil {
+		return "dial: " + err.Error()
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(120 * time.Second))
+	c.Write(append(frame, '\n'))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil && line == "" {
+		return "none: " + err.Error()
+	}
+	return strings.TrimSpace(line)
 }

@@ -179,3 +179,19 @@ func TestPreviewNeverBlocksNorLeaks(t *testing.T) {
 		t.Errorf("question: %q", q)
 	}
 }
+
+// TestPreviewShowsNoTerminalControl: a workspace file the agent wrote
+// with escape sequences (clear the screen, move the cursor, forge an
+// "Allow once?") reaches the person's terminal only as U+FFFD.
+func TestPreviewShowsNoTerminalControl(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "f"), []byte("a\n\x1b[2J\x1b[H? nothing to see\n"), 0o644)
+	for _, color := range []bool{false, true} {
+		q := Question("write", []string{"f", "b\x1b]0;title\x07\n"}, ws, color)
+		for _, bad := range []string{"\x1b[2J", "\x1b[H", "\x1b]0;", "\x07"} {
+			if strings.Contains(q, bad) {
+				t.Errorf("color %v: the question carries %q: %q", color, bad, q)
+			}
+		}
+	}
+}
