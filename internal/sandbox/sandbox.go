@@ -304,9 +304,9 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		}
 	}
 	s.Network = v.Def.Network
-	// The view is the authority: where policy denies agent.update, the
-	// control socket is absent, not merely refused (README
-	// "Self-iteration").
+	// spec: V3 — the view is the authority: where policy denies
+	// agent.update, the control socket is absent, not merely refused
+	// (README "Self-iteration").
 	if d := DecideUpdate(l, v.Def); !d.Allowed {
 		log.Debug("control socket not in the view: agent.update is denied", "agent", v.Def.Name, "layer", d.Layer, "reason", d.Reason)
 	} else if _, err := os.Stat(filepath.Dir(l.ControlSocket())); err == nil {
