@@ -70,6 +70,7 @@ type env struct {
 	cancel context.CancelFunc
 	done   chan error
 	ledger *Ledger
+	gate   Gate // the server's gate (nil: none)
 }
 
 func newEnv(t *testing.T, sockDir string) *env {
@@ -105,7 +106,7 @@ func (e *env) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	srv := &Server{Registry: e.reg, Layout: e.lay, Owner: os.Getuid(), Ledger: l, Log: slog.New(slog.NewTextHandler(testWriter{e.t}, nil))}
+	srv := &Server{Registry: e.reg, Layout: e.lay, Owner: os.Getuid(), Ledger: l, Log: slog.New(slog.NewTextHandler(testWriter{e.t}, nil)), Gate: e.gate}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.done, e.ledger = cancel, make(chan error, 1), l
 	go func() { e.done <- srv.Serve(ctx, ln) }()

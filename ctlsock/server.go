@@ -39,6 +39,10 @@ type Server struct {
 	Ledger   *Ledger
 	Log      *slog.Logger  // nil: slog.Default()
 	Timeout  time.Duration // per connection; 0: DefaultTimeout
+	// Gate, when set, decides every well-formed update before it is
+	// written (policy and approval); nil admits all (tests of the
+	// protocol alone).
+	Gate Gate
 }
 
 // Listen binds the control socket at path (layout.Layout.ControlSocket):
@@ -146,7 +150,9 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		}
 		return
 	}
-	resp := s.handle(peer, line, log)
+	resp := s.handle(ctx, peer, line, log)
+	// The gate may have waited for a person: the answer gets its own time.
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	reply(c, resp)
 }
 
@@ -195,8 +201,9 @@ func fail(errno, format string, args ...any) Response {
 // handle runs the checks in order: the peer's launch root (EPERM), the
 // frame's shape (EINVAL), self-only identity (EPERM), the request id
 // (EALREADY; consumed from here on, whatever follows), the control name
-// and content (EINVAL, E2BIG), then the atomic write.
-func (s *Server) handle(peer *launchroot.Peer, line []byte, log *slog.Logger) Response {
+// and content (EINVAL, E2BIG), the gate — policy and approval (EPERM) —
+// then the atomic write.
+func (s *Server) handle(ctx context.Context, peer *launchroot.Peer, line []byte, log *slog.Logger) Response {
 	// spec: U2 — a live descendant of a registered root, pinned by pidfd.
 	id, err := s.Registry.VerifyPeer(peer)
 	if err != nil {
@@ -239,7 +246,7 @@ func (s *Server) handle(peer *launchroot.Peer, line []byte, log *slog.Logger) Re
 		log.Error("control socket: ledger", "err", err)
 		return fail(EIO, "request ledger unavailable")
 	}
-	resp := s.apply(id, req)
+	resp := s.apply(ctx, id, req, log)
 	rec.Result = "ok"
 	if !resp.OK {
 		rec.Result = resp.Errno
@@ -251,8 +258,9 @@ func (s *Server) handle(peer *launchroot.Peer, line []byte, log *slog.Logger) Re
 	return resp
 }
 
-// apply validates control and content and replaces the control file.
-func (s *Server) apply(id launchroot.Identity, req wireRequest) Response {
+// apply validates control and content, asks the gate and replaces the
+// control file.
+func (s *Server) apply(ctx context.Context, id launchroot.Identity, req wireRequest, log *slog.Logger) Response {
 	// spec: U4 — only these two control files.
 	if !slices.Contains(Controls, req.Control) {
 		return fail(EINVAL, "control must be system.md or prompt.template.md")
@@ -279,6 +287,15 @@ func (s *Server) apply(id launchroot.Identity, req wireRequest) Response {
 	}
 	if _, err := os.Lstat(s.Layout.AgentObject(id.Agent)); err != nil {
 		return fail(EINVAL, "agent %q is not defined", id.Agent)
+	}
+	if s.Gate != nil {
+		// The agent's policy and approval mode, as for a tool call: only
+		// now, so the person is asked about exactly what would be written.
+		r := Request{Op: req.Op, RequestID: req.RequestID, Agent: id.Agent, Session: id.Session, Run: id.Run, Control: req.Control, Content: content}
+		if err := s.Gate.Admit(ctx, id, r); err != nil {
+			log.Warn("control socket: update refused", "err", err)
+			return fail(EPERM, "%v", err)
+		}
 	}
 	dir := s.Layout.AgentControl(id.Agent)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -116,7 +116,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctlDone := make(chan struct{})
 	go func() {
 		defer close(ctlDone)
-		srv := &ctlsock.Server{Registry: roots, Layout: l, Owner: l.UID, Ledger: ledger, Log: cfg.Log.With("actor", "control")}
+		srv := &ctlsock.Server{Registry: roots, Layout: l, Owner: l.UID, Ledger: ledger, Log: cfg.Log.With("actor", "control"), Gate: updateGate{cfg}}
 		if err := srv.Serve(ctlCtx, ctlLn); err != nil {
 			cfg.Log.Error("control socket", "err", err)
 		}

@@ -3,6 +3,7 @@ package session
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/cortexfs/ctx/ctlsock"
 	"github.com/cortexfs/ctx/internal/store"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -44,6 +45,10 @@ type ConnClosed struct{ Conn *ipc.Conn }
 
 // internal continuations
 
+// updateAsked is an update on the control socket waiting for the active
+// run's person (ask mode); sent by the registry in config.Updates.
+type updateAsked struct{ ask *ctlsock.Ask }
+
 type opened struct {
 	log   *store.Log
 	recs  []store.Record
@@ -58,6 +63,7 @@ type appendFailed struct{ err error }
 type approvalAnswered struct {
 	run, callID, decision string
 	wait                  *ipc.ApprovalWait
+	update                *ctlsock.Ask // a control-socket update's, else nil
 }
 
 // removed: the removal goroutine finished (err nil: the files are gone).

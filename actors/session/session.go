@@ -22,6 +22,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/cortexfs/ctx/actors/run"
+	"github.com/cortexfs/ctx/ctlsock"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/sessions"
 	"github.com/cortexfs/ctx/internal/store"
@@ -64,6 +65,11 @@ type active struct {
 	conn      *ipc.Conn // the requester: approvals are asked there
 	doneSent  bool      // the done frame was handed to the writer
 	approvals map[*ipc.ApprovalWait]*time.Timer
+	// updates are the approvals asked for control-socket updates; release
+	// ends the run's registration in config.Updates.
+	updates      map[*ipc.ApprovalWait]*ctlsock.Ask
+	updatesAsked int // MaxUpdateAsks bounds it
+	release      func()
 	// again: connections that sent the run's request again (a client
 	// reattaching after it was dropped), newest last; see approver.
 	again []*ipc.Conn
@@ -182,10 +188,15 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onApprovalNeeded(c, m)
 	case *approvalAnswered:
 		a.onApprovalAnswered(c, m)
+	case *updateAsked:
+		a.onUpdateAsked(c, m)
 	case *actor.Terminated:
 		a.onChildGone(c, m)
 	case *actor.Restarting:
 		a.idle.stop()
+		if ac := a.active; ac != nil && ac.release != nil {
+			ac.release() // the next incarnation starts without this run
+		}
 		a.onCrash()
 		a.closeWriter(nil)
 	case *actor.Stopping:
@@ -540,7 +551,11 @@ func (a *Actor) start(c actor.Context, p *pending) {
 	if req.Input != nil {
 		input = *req.Input
 	}
-	a.setActive(&active{id: id, req: req.ID, conn: p.conn, approvals: map[*ipc.ApprovalWait]*time.Timer{}})
+	a.setActive(&active{id: id, req: req.ID, conn: p.conn, approvals: map[*ipc.ApprovalWait]*time.Timer{}, updates: map[*ipc.ApprovalWait]*ctlsock.Ask{}})
+	// The control socket asks this session to approve the run's updates
+	// (ask mode); the message returns to the actor, never blocking it.
+	self, root := c.Self(), c.ActorSystem().Root
+	a.active.release = a.cfg.Updates.Register(a.key.Agent, a.key.Name, id, func(k *ctlsock.Ask) { root.Send(self, &updateAsked{ask: k}) })
 	a.active.spec = run.Spec{Agent: a.key.Agent, RunID: id, ReqID: req.ID, Op: req.Op, Session: a.key.Name, Scope: a.key.Scope,
 		Input: input, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: historyJSON(a.msgs), HistoryMsgs: promptHistory(a.msgs),
 		Attempts: &atomic.Int32{}}
@@ -702,6 +717,9 @@ func (a *Actor) onCommitted(c actor.Context, rec store.Record) {
 		}
 	case ipc.TypeDone:
 		a.keep.subs.drop(f.Run)
+		for _, k := range ac.updates {
+			k.Answer("eof") // the run is over: its update is not written
+		}
 		for w, t := range ac.approvals {
 			t.Stop()
 			for _, k := range append([]*ipc.Conn{ac.conn}, ac.again...) { // whichever was asked
@@ -781,6 +799,9 @@ func (a *Actor) onConnClosed(c actor.Context, m *ConnClosed) {
 }
 
 func (a *Actor) onStopping() {
+	if ac := a.active; ac != nil && ac.release != nil {
+		ac.release() // this incarnation can no longer ask
+	}
 	if ac := a.active; ac != nil && !ac.doneSent && a.in != nil {
 		ac.doneSent = true
 		if a.draining {
@@ -831,6 +852,9 @@ func (a *Actor) setActive(ac *active) {
 		a.cfg.Running.Add(1)
 	case a.active != nil && ac == nil:
 		a.cfg.Running.Add(-1)
+	}
+	if a.active != nil && a.active != ac && a.active.release != nil {
+		a.active.release()
 	}
 	a.active = ac
 }

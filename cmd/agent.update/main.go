@@ -25,7 +25,10 @@ import (
 )
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// In ask mode the host asks the person before it answers (A2), for up
+	// to the daemon's CTX_APPROVAL_TIMEOUT (60s by default): wait longer
+	// than that. The run's cancel still ends the tool at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	cancel()
 	os.Exit(code)

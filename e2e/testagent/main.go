@@ -11,6 +11,7 @@
 //	spew N           print N deltas of 100 bytes, then answer
 //	tool NAME ARGS…  call the tool NAME with ARGS at step 0, then answer with its result
 //	see PATH…        list each directory, run each other path; answer what happened
+//	run PATH ARGS…   run PATH with ARGS in the agent step itself; answer its output
 package main
 
 import (
@@ -173,6 +174,10 @@ func main() {
 			res = append(res, fmt.Sprintf("exec %s: %v %q", p, err, out))
 		}
 		delta("see: " + strings.Join(res, "; "))
+	case "run":
+		// The agent step itself acts on the host's sockets (docs/walls.md).
+		out, err := exec.Command(arg(1), words[2:]...).CombinedOutput()
+		delta(fmt.Sprintf("run: %v\n%s", err, out))
 	case "tooltwice":
 		// Two calls of one tool; the second after 2 s (a client can
 		// reattach in between).

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // Unwrap names the tool a call really runs: a model's `tsh call NAME ARGS…`
@@ -108,6 +110,17 @@ func positional(argv []string, known map[string]bool) (pos []string, flags map[s
 // readWorkspace reads a file the call names, as the sandbox would see it:
 // relative to /workspace, or an absolute path inside it. note says why
 // there is no preview.
+//
+// The preview runs in the person's client, with the person's rights, on a
+// directory the agent can write: it must neither block nor show what lies
+// outside the workspace. So the file is opened beneath the workspace with
+// no link followed in any component (openat2 RESOLVE_BENEATH|
+// RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS), first as O_PATH to learn
+// what it is without opening it, then — a regular file only —
+// O_RDONLY|O_NONBLOCK|O_NOCTTY, checked again by fstat to be that same
+// regular file, and read bounded. A FIFO, a device, a socket or a link is
+// named in the note, so the question is shown at once and says why there
+// is no diff. The tool itself, in the sandbox, decides what really happens.
 func readWorkspace(ws, p string) (content string, exists bool, note string) {
 	if ws == "" {
 		return "", false, "no preview: no workspace"
@@ -126,19 +139,49 @@ func readWorkspace(ws, p string) (content string, exists bool, note string) {
 			return "", false, fmt.Sprintf("no preview: %s is outside the workspace", p)
 		}
 	}
-	f, err := os.Open(filepath.Join(ws, rel))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", false, ""
-	}
+	// The workspace itself is the person's own directory (the client's
+	// cwd); only what lies below it is the agent's to shape.
+	dir, err := os.OpenFile(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", false, fmt.Sprintf("no preview: %v", err)
+		return "", false, fmt.Sprintf("no preview: workspace: %v", err)
+	}
+	defer dir.Close()
+	pf, err := openBeneath(dir, rel, unix.O_PATH)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return "", false, ""
+		}
+		return "", false, openNote(dir, p, rel, err)
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(int(pf.Fd()), &st)
+	pf.Close()
+	if err != nil {
+		return "", false, fmt.Sprintf("no preview: %s: %v", p, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		// O_PATH|O_NOFOLLOW opens a final link itself.
+		return "", false, fmt.Sprintf("no preview: %s is a symbolic link (not followed)", p)
+	}
+	if kind := fileKind(st.Mode); kind != "" {
+		return "", false, fmt.Sprintf("no preview: %s is %s (not read)", p, kind)
+	}
+	f, err := openBeneath(dir, rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return "", false, openNote(dir, p, rel, err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return "", false, fmt.Sprintf("no preview: %s is not a regular file", p)
+	var st2 unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st2); err != nil {
+		return "", false, fmt.Sprintf("no preview: %s: %v", p, err)
+	}
+	if st2.Mode&unix.S_IFMT != unix.S_IFREG || st2.Dev != st.Dev || st2.Ino != st.Ino {
+		return "", false, fmt.Sprintf("no preview: %s changed while it was being read", p)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxPreviewFile+1))
 	switch {
+	case errors.Is(err, unix.EAGAIN):
+		return "", false, fmt.Sprintf("no preview: %s cannot be read without waiting", p)
 	case err != nil:
 		return "", false, fmt.Sprintf("no preview: %v", err)
 	case len(b) > MaxPreviewFile:
@@ -147,6 +190,84 @@ func readWorkspace(ws, p string) (content string, exists bool, note string) {
 		return "", false, fmt.Sprintf("no preview: %s is not text", p)
 	}
 	return string(b), true, ""
+}
+
+// resolveBeneath is how the preview resolves a name below the workspace:
+// never above it, never through a link.
+const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// openBeneath opens rel below dir with flags (O_CLOEXEC and O_NOFOLLOW
+// added) and resolveBeneath. Without openat2 (Linux before 5.6) it gives
+// ENOSYS: no preview rather than a weaker walk.
+func openBeneath(dir *os.File, rel string, flags int) (*os.File, error) {
+	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW), Resolve: resolveBeneath}
+	for {
+		fd, err := unix.Openat2(int(dir.Fd()), rel, how)
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue // EAGAIN: a concurrent rename raced the lookup
+		}
+		if err != nil {
+			return nil, err
+		}
+		return os.NewFile(uintptr(fd), rel), nil
+	}
+}
+
+// openNote says why rel could not be opened beneath the workspace, naming
+// the link on the way when there is one.
+func openNote(dir *os.File, p, rel string, err error) string {
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		// The first component that is a link: every prefix before it
+		// resolved without one.
+		names := strings.Split(rel, "/")
+		for i := range names {
+			prefix := strings.Join(names[:i+1], "/")
+			f, perr := openBeneath(dir, prefix, unix.O_PATH)
+			if perr == nil {
+				var st unix.Stat_t
+				isLink := unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+				f.Close()
+				if !isLink {
+					continue
+				}
+			} else if !errors.Is(perr, unix.ELOOP) {
+				break
+			}
+			if prefix == rel {
+				return fmt.Sprintf("no preview: %s is a symbolic link (not followed)", p)
+			}
+			return fmt.Sprintf("no preview: %s is under a symbolic link, %s (not followed)", p, prefix)
+		}
+		return fmt.Sprintf("no preview: %s goes through a symbolic link (not followed)", p)
+	case errors.Is(err, unix.EXDEV):
+		return fmt.Sprintf("no preview: %s leads outside the workspace", p)
+	case errors.Is(err, unix.ENOTDIR):
+		return fmt.Sprintf("no preview: a component of %s is not a directory", p)
+	case errors.Is(err, unix.ENOSYS):
+		return "no preview: this kernel lacks openat2, needed to read the workspace safely"
+	}
+	return fmt.Sprintf("no preview: %s: %v", p, err)
+}
+
+// fileKind names a file type the preview does not read; "" for a regular
+// file.
+func fileKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return ""
+	case unix.S_IFIFO:
+		return "a FIFO (named pipe)"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFDIR:
+		return "a directory"
+	}
+	return "not a regular file"
 }
 
 // context is the number of unchanged lines shown around a change.

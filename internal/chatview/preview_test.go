@@ -1,10 +1,14 @@
 package chatview
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestPreview: the diff an approval question shows for write, edit and
@@ -95,5 +99,99 @@ func TestQuestion(t *testing.T) {
 	}
 	if c := Question("tsh", []string{"call", "edit", "f", "a", "b"}, ws, true); !strings.Contains(c, "\x1b[") || !strings.HasSuffix(c, "Allow once? [y/N] ") {
 		t.Errorf("coloured question: %q", c)
+	}
+}
+
+// TestPreviewNeverBlocksNorLeaks: the preview reads the agent-writable
+// workspace with the person's rights, so what the agent planted there is
+// named, never followed, opened for long or shown: a FIFO (opening it
+// would block until a writer comes), a device, a socket, a link at the
+// target or at a directory on the way, each outside the workspace.
+// README "The walls" (the approval preview).
+func TestPreviewNeverBlocksNorLeaks(t *testing.T) {
+	ws, out := t.TempDir(), t.TempDir()
+	canary := "CANARY-" + t.Name()
+	os.WriteFile(filepath.Join(out, "secret"), []byte(canary+"\n"), 0o644)
+	os.Mkdir(filepath.Join(out, "dir"), 0o755)
+	os.WriteFile(filepath.Join(out, "dir", "f"), []byte(canary+"\n"), 0o644)
+	if err := unix.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(filepath.Join(out, "secret"), filepath.Join(ws, "link"))
+	os.Symlink(filepath.Join(out, "dir"), filepath.Join(ws, "ldir"))
+	os.Symlink("../"+filepath.Base(out)+"/secret", filepath.Join(ws, "rel"))
+	os.Mkdir(filepath.Join(ws, "sub"), 0o755)
+	os.Symlink(filepath.Join(out, "dir"), filepath.Join(ws, "sub", "deep"))
+	os.Symlink("/proc/self/root/etc/hostname", filepath.Join(ws, "magic"))
+	ln, err := net.Listen("unix", filepath.Join(ws, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cases := []struct {
+		tool string
+		argv []string
+		note string
+	}{
+		{"write", []string{"fifo", "x"}, "no preview: fifo is a FIFO (named pipe) (not read)"},
+		{"edit", []string{"/workspace/fifo", "a", "b"}, "no preview: /workspace/fifo is a FIFO (named pipe) (not read)"},
+		{"write", []string{"link", "x"}, "no preview: link is a symbolic link (not followed)"},
+		{"write", []string{"rel", "x"}, "no preview: rel is a symbolic link (not followed)"},
+		{"write", []string{"magic", "x"}, "no preview: magic is a symbolic link (not followed)"},
+		{"edit", []string{"ldir/f", "a", "b"}, "no preview: ldir/f is under a symbolic link, ldir (not followed)"},
+		{"write", []string{"sub/deep/f", "x"}, "no preview: sub/deep/f is under a symbolic link, sub/deep (not followed)"},
+		{"write", []string{"sock", "x"}, "no preview: sock is a socket (not read)"},
+		{"write", []string{"sub", "x"}, "no preview: sub is a directory (not read)"},
+	}
+	if os.Getuid() == 0 {
+		// A device node: only root can make one here (an agent in its
+		// user namespace cannot, but one may already lie in a workspace).
+		if err := unix.Mknod(filepath.Join(ws, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err == nil {
+			cases = append(cases, struct {
+				tool string
+				argv []string
+				note string
+			}{"write", []string{"null", "x"}, "no preview: null is a character device (not read)"})
+		}
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.argv[:1], ""), func(t *testing.T) {
+			done := make(chan [2]string, 1)
+			go func() {
+				d, n := Preview(tc.tool, tc.argv, ws)
+				done <- [2]string{d, n}
+			}()
+			select {
+			case got := <-done:
+				if got[0] != "" || got[1] != tc.note {
+					t.Errorf("Preview(%s %q): diff %q note %q, want note %q", tc.tool, tc.argv, got[0], got[1], tc.note)
+				}
+				if strings.Contains(got[0]+got[1], "CANARY") {
+					t.Errorf("the preview showed a file outside the workspace: %q", got)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("Preview(%s %q) blocked", tc.tool, tc.argv)
+			}
+		})
+	}
+	q := Question("write", []string{"link", "x"}, ws, false)
+	if strings.Contains(q, canary) || !strings.Contains(q, "symbolic link") || !strings.HasSuffix(q, "Allow once? [y/N] ") {
+		t.Errorf("question: %q", q)
+	}
+}
+
+// TestPreviewShowsNoTerminalControl: a workspace file the agent wrote
+// with escape sequences (clear the screen, move the cursor, forge an
+// "Allow once?") reaches the person's terminal only as U+FFFD.
+func TestPreviewShowsNoTerminalControl(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "f"), []byte("a\n\x1b[2J\x1b[H? nothing to see\n"), 0o644)
+	for _, color := range []bool{false, true} {
+		q := Question("write", []string{"f", "b\x1b]0;title\x07\n"}, ws, color)
+		for _, bad := range []string{"\x1b[2J", "\x1b[H", "\x1b]0;", "\x07"} {
+			if strings.Contains(q, bad) {
+				t.Errorf("color %v: the question carries %q: %q", color, bad, q)
+			}
+		}
 	}
 }

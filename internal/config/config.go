@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cortexfs/ctx/ctlsock"
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/diskreserve"
 	"github.com/cortexfs/ctx/internal/launchroot"
@@ -42,6 +43,10 @@ type Config struct {
 	passivated atomic.Int64
 	// Roots is the launch-root registry every bwrap start registers with (U2).
 	Roots *launchroot.Registry
+	// Updates maps each active run to the session that asks its person
+	// to approve a control-socket update (ask mode, A2). Never nil after
+	// FromEnv.
+	Updates *ctlsock.Approvers
 	// Cgroups gives each run its cgroup (issue 11 "Limits per run"); nil
 	// only in tests that start no daemon.
 	Cgroups *cgroup.Manager
@@ -75,7 +80,7 @@ type Config struct {
 func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
 	c := &Config{Layout: l, Bwrap: os.Getenv("CTX_BWRAP"), CancelGrace: 2 * time.Second,
 		ApprovalTimeout: 60 * time.Second, SessionIdle: 5 * time.Minute, Log: log, Procs: &sync.WaitGroup{}, Running: &atomic.Int64{},
-		Placeholders: workspace.NewRegistry(), MCPIdle: mcphost.DefaultIdle, MCPTimeout: mcphost.DefaultTimeout, ACPTimeout: 60 * time.Second}
+		Placeholders: workspace.NewRegistry(), Updates: &ctlsock.Approvers{}, MCPIdle: mcphost.DefaultIdle, MCPTimeout: mcphost.DefaultTimeout, ACPTimeout: 60 * time.Second}
 	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout, "CTX_SESSION_IDLE": &c.SessionIdle,
 		"CTX_MCP_IDLE": &c.MCPIdle, "CTX_MCP_TIMEOUT": &c.MCPTimeout, "CTX_ACP_TIMEOUT": &c.ACPTimeout} {
 		if v := os.Getenv(name); v != "" {

@@ -316,7 +316,12 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		maps.Copy(env, pol.Env())
 		s.Env = env
 	}
-	if _, err := os.Stat(filepath.Dir(l.ControlSocket())); err == nil {
+	// spec: V3 — the view is the authority: where policy denies
+	// agent.update, the control socket is absent, not merely refused
+	// (README "Self-iteration").
+	if d := DecideUpdate(l, v.Def); !d.Allowed {
+		log.Debug("control socket not in the view: agent.update is denied", "agent", v.Def.Name, "layer", d.Layer, "reason", d.Reason)
+	} else if _, err := os.Stat(filepath.Dir(l.ControlSocket())); err == nil {
 		// The directory holding only the socket, so a restarted daemon's new
 		// socket is reachable from a sandbox that outlived the old one.
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Dir(l.ControlSocket()), Dst: filepath.Dir(layout.SandboxControlSocket), Try: true})

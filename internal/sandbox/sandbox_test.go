@@ -115,3 +115,48 @@ func TestSpecNet(t *testing.T) {
 		t.Errorf("a net sandbox shares the host's network: %v", a)
 	}
 }
+
+// TestControlSocketFollowsPolicy: the control socket is in a view only
+// where a call of agent.update would be allowed — the agent policy and the
+// tool's own policy, the same verdict (DecideUpdate); an invalid policy
+// leaves it out (fails closed). README "Self-iteration".
+func TestControlSocketFollowsPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name, agentPolicy, toolPolicy string
+		mounted                       bool
+	}{
+		{"no policy", "", "", true},
+		{"allowed", "allow tool *\n", "", true},
+		{"denied by the agent policy", "allow tool *\ndeny tool agent.update\n", "", false},
+		{"not named by the agent policy", "allow tool bash\n", "", false},
+		{"denied by the tool policy", "", "deny label *\n", false},
+		{"invalid agent policy", "permit everything\n", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := view(t)
+			l := v.Layout
+			v.Def.Control = l.AgentControl("a")
+			os.MkdirAll(v.Def.Control, 0o755)
+			os.MkdirAll(filepath.Dir(l.ControlSocket()), 0o700)
+			os.MkdirAll(filepath.Join(l.ToolDir(), UpdateTool+".d"), 0o755)
+			os.WriteFile(filepath.Join(l.ToolDir(), UpdateTool), []byte("#!/bin/sh\n"), 0o755)
+			if tc.agentPolicy != "" {
+				os.WriteFile(filepath.Join(v.Def.Control, "policy"), []byte(tc.agentPolicy), 0o644)
+			}
+			if tc.toolPolicy != "" {
+				os.WriteFile(filepath.Join(l.ToolDir(), UpdateTool+".d", "policy"), []byte(tc.toolPolicy), 0o644)
+			}
+			a, err := v.Spec([]string{"/x"}, v.ToolEnv()).Args()
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := strings.Join(a, " ")
+			if got := strings.Contains(j, filepath.Dir(l.ControlSocket())+" /run/cortexfs"); got != tc.mounted {
+				t.Errorf("control socket mounted %v, want %v:\n%s", got, tc.mounted, j)
+			}
+			if DecideUpdate(l, v.Def).Allowed != tc.mounted {
+				t.Errorf("DecideUpdate disagrees with the view")
+			}
+		})
+	}
+}

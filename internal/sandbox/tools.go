@@ -58,6 +58,30 @@ func DecideTool(def *agentdef.Def, dir, name string) policy.Decision {
 	return policy.DecideFiles(filepath.Join(def.Control, "policy"), filepath.Join(dir, name+".d", "policy"), name, def.Label)
 }
 
+// UpdateTool is the tool whose policy governs the control socket: the
+// agent.update tool the daemon installs (ctlsock.ToolName; named here so
+// that the view does not depend on the socket's server).
+const UpdateTool = "agent.update"
+
+// DecideUpdate is the policy verdict for def speaking to the control
+// socket: the same verdict as a call of the agent.update tool (DecideTool),
+// with that tool's own policy taken from the first tool directory of the
+// view that holds it as a regular file (as a call would resolve it), else
+// from CTX_ROOT/tool, where the daemon installs it. The view mounts the
+// socket only when this allows, and the socket's server asks it again
+// for every update: the socket is a way to do what agent.update does, so
+// it may do no more (README "Self-iteration").
+func DecideUpdate(l layout.Layout, def *agentdef.Def) policy.Decision {
+	dir := l.ToolDir()
+	for _, d := range ToolDirs(l, def.CTXPath) {
+		if st, err := os.Lstat(filepath.Join(d.Host, UpdateTool)); err == nil && st.Mode().IsRegular() {
+			dir = d.Host
+			break
+		}
+	}
+	return DecideTool(def, dir, UpdateTool)
+}
+
 // toolMounts builds the tool part of a view showing the allowed tools:
 // a tmpfs over each tool directory, one read-only bind per allowed tool
 // and one per its <name>.d/, and the tmpfs remounted read-only after all
