@@ -67,8 +67,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		bw = bwrap.DefaultPath
 	}
 	cfg.Bwrap = bw
-	cfg.StartMCP()
 	cfg.Cgroups = startCgroups(ctx, cfg)
+	cfg.StartMCP() // after the cgroups: each server gets one (README "Limits")
 	// The disk reserve: a ticker while runs are active (README "The disk").
 	cfg.Disk = diskreserve.New(diskreserve.Options{Root: l.Root, Reserve: cfg.DiskReserve, Log: cfg.Log.With("component", "disk")})
 	defer cfg.Disk.Close()
