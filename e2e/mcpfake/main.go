@@ -13,7 +13,7 @@
 // a number of seconds that names them on the host, and reports forks=K
 // and the error that stopped it) and mem (touches mb MiB and reports
 // touched=MB): an agent's calls trying to go past its limits through a
-// server.
+// server; and getenv (says whether a variable is set, never its value).
 package main
 
 import (
@@ -44,6 +44,10 @@ type none struct{}
 type forkIn struct {
 	N    int    `json:"n"`
 	Mark string `json:"mark"`
+}
+
+type getenvIn struct {
+	Name string `json:"name"`
 }
 
 type memIn struct {
@@ -124,6 +128,10 @@ func main() {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "fork", Description: "Starts n sleepers"}, func(ctx context.Context, _ *mcp.CallToolRequest, in forkIn) (*mcp.CallToolResult, none, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fork(in)}}}, none{}, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "getenv", Description: "Tells whether a variable is set"}, func(ctx context.Context, _ *mcp.CallToolRequest, in getenvIn) (*mcp.CallToolResult, none, error) {
+		_, ok := os.LookupEnv(in.Name)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s set=%v\n", in.Name, ok)}}}, none{}, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "mem", Description: "Touches mb MiB"}, func(ctx context.Context, _ *mcp.CallToolRequest, in memIn) (*mcp.CallToolResult, none, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: mem(in)}}}, none{}, nil

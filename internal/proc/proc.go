@@ -79,6 +79,15 @@ func Start(o Options) (*Proc, error) {
 	defer filter.Close() // bwrap has its own copy once started
 	o.Spec.Files = slices.Clip(o.Spec.Files)
 	o.Spec.SeccompFD = o.Spec.Pass(filter)
+	// The environment (secrets: an MCP server's --env, an acp-v1 agent's
+	// keys, .d/env) goes through a descriptor, never argv. spec: X11, B3
+	envf, err := o.Spec.PassEnv()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv0(o.Spec), err)
+	}
+	if envf != nil {
+		defer envf.Close() // bwrap has its own copy once started
+	}
 	args, err := o.Spec.Args()
 	if err != nil {
 		return nil, err
@@ -87,7 +96,7 @@ func Start(o Options) (*Proc, error) {
 		o.Place = nil
 	}
 	cmd := exec.Command(o.Bwrap, args...)
-	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv/--setenv)
+	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv, then --args EnvFD)
 	cmd.Dir = "/"
 	if !o.StdinPipe {
 		cmd.Stdin = bytes.NewReader(o.Stdin)

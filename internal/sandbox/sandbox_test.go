@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/cortexfs/ctx/internal/bwrap"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,12 +23,25 @@ func view(t *testing.T) View {
 	return View{Layout: l, Def: def, Session: "s", Run: "run-1", Workspace: ws}
 }
 
+// argsOf is s's bwrap argv, its environment passed by descriptor (as
+// internal/proc does): the values are never on argv.
+func argsOf(s bwrap.Spec) ([]string, error) {
+	f, err := s.PassEnv()
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
+		defer f.Close()
+	}
+	return s.Args()
+}
+
 // TestSpecView: the workspace is writable at /workspace with .git
 // read-only over it; the session log is read-only; other sessions hidden. spec: B1 B2 X7
 func TestSpecView(t *testing.T) {
 	v := view(t)
 	v.Tsh = true
-	a, err := v.Spec([]string{"/x"}, v.ToolEnv()).Args()
+	a, err := argsOf(v.Spec([]string{"/x"}, v.ToolEnv()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +66,7 @@ func TestSpecView(t *testing.T) {
 // hidden. spec: X7
 func TestSpecViewWithoutTsh(t *testing.T) {
 	v := view(t)
-	a, err := v.Spec([]string{"/x"}, v.ToolEnv()).Args()
+	a, err := argsOf(v.Spec([]string{"/x"}, v.ToolEnv()))
 	if err != nil {
 		t.Fatal(err)
 	}
