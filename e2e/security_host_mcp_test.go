@@ -60,7 +60,8 @@ rl.on('line', (l) => {
 // $HOME/.node_modules and $HOME/.node_libraries, each writing a canary in
 // the agent home when run. Then `python3 -m MOD` (cwd was /workspace)
 // fails to start, a Python and a node server that try to import MOD work,
-// and no canary appears. README "MCP servers as tsh tools"
+// and no canary appears; a server installed in the workspace is not
+// started at all. README "MCP servers as tsh tools"
 func TestSecurityHostMCPPlantedCode(t *testing.T) {
 	w := newWorld(t)
 	w.start()
@@ -98,6 +99,16 @@ func TestSecurityHostMCPPlantedCode(t *testing.T) {
 	}
 	if r := w.tsh(ws, "a", "call", "py.hello"); r.code != 0 || !strings.Contains(r.stdout, "hello from python") {
 		t.Errorf("python server: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	// A server installed where the agent writes (here its workspace) is
+	// code the agent can change: it is not started.
+	inWS := filepath.Join(ws, "server.py")
+	if err := os.WriteFile(inWS, []byte(strings.ReplaceAll(pyServer, "MOD", mod)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.mustCtx("mcp", "add", "wspy", "--", "/usr/bin/python3", inWS)
+	if r := w.tsh(ws, "a", "call", "wspy.hello"); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "which the agent can write") {
+		t.Errorf("a server installed in the workspace: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	if node, err := exec.LookPath("node"); err != nil {
 		t.Log("no node: the node_modules half is not run")

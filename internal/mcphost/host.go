@@ -27,6 +27,7 @@ import (
 	"github.com/cortexfs/ctx/internal/mcpinstall"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -40,6 +41,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/mcpconf"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/sandbox"
@@ -717,6 +719,10 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, err
 			held.Ended()
 			return nil, nil, nil, fmt.Errorf("its installation %s is gone (%v): install it again or run ctx mcp add again", b, err)
 		}
+		if dir, ok := agentWritable(t.View, b); ok {
+			held.Ended()
+			return nil, nil, nil, fmt.Errorf("its installation %s is inside %s, which the agent can write: the server would run code the agent can change; install it elsewhere (e.g. npm install --prefix /var/cache/ctx/npm) and run ctx mcp add again", b, dir)
+		}
 		spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b})
 	}
 	g := m.group(t, t.View.Def.Limits)
@@ -729,6 +735,35 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, err
 		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
 	return p, held, g, nil
+}
+
+// agentWritable reports the directory of v's writable view — the
+// workspace, the agent home, an rw .d/mount source — that holds host path
+// p (symlinks resolved on both sides). The view is the one authority: an
+// installation there is code the agent wrote or can change.
+func agentWritable(v sandbox.View, p string) (string, bool) {
+	dirs := []string{v.Workspace, v.Layout.AgentHome(v.Def.Name)}
+	for _, m := range v.Def.Mounts {
+		if m.Write {
+			dirs = append(dirs, m.Src)
+		}
+	}
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	rp := real(p)
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if pathin.Inside(rp, real(d)) || pathin.Inside(filepath.Clean(p), filepath.Clean(d)) {
+			return d, true
+		}
+	}
+	return "", false
 }
 
 // group is a new cgroup for one instance of t's server, bounded by lim:
