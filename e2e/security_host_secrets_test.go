@@ -106,7 +106,8 @@ func TestSecurityHostSecretsOffCommandLine(t *testing.T) {
 	}
 
 	// An MCP server's --env value, while the server runs.
-	w.agent("m", nil)
+	w.tool("probe", "#!/bin/sh\nfor f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < $f; done 2>/dev/null | grep -c \"mcpenv-can[a]ry-$1\"\necho procs=$(ls -d /proc/[0-9]* | wc -l)\n")
+	w.agent("m", map[string]string{"tools": "probe\n"})
 	// --env KEY takes the value from ctx's environment: `--env K=V` would
 	// put it on ctx mcp add's own command line.
 	add := exec.Command(w.ctxBin, "mcp", "add", "ok", "--env", "MCP_CANARY", "--", binDir+"/mcpfake", "ok")
@@ -119,6 +120,13 @@ func TestSecurityHostSecretsOffCommandLine(t *testing.T) {
 		t.Errorf("the MCP server did not get its --env value: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	time.Sleep(300 * time.Millisecond) // the server runs on: scanned a while longer
+	// The agent itself, from a tool while the server runs, finds the
+	// value in no /proc it can see (its own PID namespace). The tool
+	// greps for a pattern, not the canary: the canary itself would be on
+	// its own command line.
+	if r := w.tsh(ws, "m", "call", "probe", id); !strings.Contains(r.stdout, "procs=") || !strings.HasPrefix(r.stdout, "0\n") {
+		t.Errorf("the agent's tool looking for the server's secret: %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	if r := w.tsh(ws, "m", "call", "ok.hello", "name=x"); r.code != 0 {
 		t.Errorf("second call: %d %q %q", r.code, r.stdout, r.stderr)
 	}

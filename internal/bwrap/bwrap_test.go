@@ -122,7 +122,9 @@ func TestSystemSandboxRuns(t *testing.T) {
 	if err != nil {
 		t.Skip("bwrap not installed:", err)
 	}
-	s := Spec{System: true, Env: map[string]string{"ONLY": "this", "SPACE": "a b"}, Argv: []string{"/usr/bin/env"}}
+	// A value that reads as a bwrap option stays a value: the descriptor
+	// holds --setenv KEY VALUE triples.
+	s := Spec{System: true, Env: map[string]string{"ONLY": "this", "SPACE": "a b", "TRICK": "--bind"}, Argv: []string{"/usr/bin/env"}}
 	f, err := s.PassEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +142,7 @@ func TestSystemSandboxRuns(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	// bwrap itself always sets PWD to the working directory.
-	if strings.TrimSpace(string(out)) != "ONLY=this\nSPACE=a b\nPWD=/" {
+	if strings.TrimSpace(string(out)) != "ONLY=this\nSPACE=a b\nTRICK=--bind\nPWD=/" {
 		t.Fatalf("env inside: %q", out)
 	}
 }
