@@ -146,7 +146,8 @@ func mcpGroups(w *world) []string {
 // fails: "resource temporarily unavailable", what a bash tool's "Cannot
 // fork" is); meanwhile the daemon answers ping and another agent's send; the
 // server's cgroup is gone once it stopped, and so is every process it
-// started. README "Limits"
+// started; a running server is started again when the agent's limits go
+// down, and is held to the new ones. README "Limits"
 func TestSecurityHostMCPLimits(t *testing.T) {
 	w := newWorld(t)
 	needCgroups(t, w)
@@ -193,4 +194,15 @@ func TestSecurityHostMCPLimits(t *testing.T) {
 	if !w.ping() {
 		t.Error("the daemon did not answer ping after the server stopped")
 	}
+	// Lowered limits reach a running server: it is started again in them.
+	if r := w.tsh(ws, "a", "call", "ok.hello", "name=up"); r.code != 0 {
+		t.Fatalf("hello: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	w.writeControl("a", "limits", "tasks 24\nmemory 256M\n")
+	r = w.tsh(ws, "a", "call", "ok.fork", "n=300", "mark="+mark)
+	forks, _ = kv(r.stdout, "forks")
+	if n, err := strconv.Atoi(forks); err != nil || n >= 24 {
+		t.Errorf("a server running when the limits went down to tasks 24 started %q processes: %d %q %q", forks, r.code, r.stdout, r.stderr)
+	}
+	t.Logf("after tasks 24: %q", r.stdout)
 }

@@ -104,14 +104,20 @@ func (t Target) key() Key {
 }
 
 // fingerprint changes when the server must be restarted for a call: its
-// declaration, or the workspace and cwd of the view it runs in.
+// declaration, the workspace and cwd of the view it runs in, or the
+// agent's limits (its cgroup's: a server keeps the walls of its agent).
 func (t Target) fingerprint() string {
+	var lim limits.Limits
+	if t.View.Def != nil {
+		lim = t.View.Def.Limits
+	}
 	data, _ := json.Marshal(struct {
 		D      *mcpconf.Server
 		W, C   string
 		N      bool
 		Policy string
-	}{t.Decl, t.View.Workspace, t.View.WorkDir(), t.View.Def.Network, t.View.Def.Control})
+		L      limits.Limits
+	}{t.Decl, t.View.Workspace, t.View.WorkDir(), t.View.Def.Network, t.View.Def.Control, lim})
 	h := sha256.Sum256(data)
 	return hex.EncodeToString(h[:8])
 }
