@@ -511,10 +511,6 @@ func TestFromInsideSandbox(t *testing.T) {
 	}
 	e := newEnv(t, "")
 	run := func(args ...string) (Response, int) {
-		l, err := e.reg.Prepare(self, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		spec := bwrap.Spec{
 			System: true,
 			Dirs:   []string{"/run/cortexfs", "/ctx/tool"},
@@ -525,9 +521,18 @@ func TestFromInsideSandbox(t *testing.T) {
 			Env: map[string]string{
 				"CTX_AGENT": "coder", "CTX_AGENT_SUBJECT": strconv.Itoa(os.Getuid()) + ":coder:default", "CTX_RUN": "run-1",
 			},
-			BlockFD: l.BlockFD,
-			Argv:    append([]string{"/bin/sh", "-c", `echo sandboxed | /ctx/tool/agent.update "$@"; exit $?`, "sh"}, args...),
+			Argv: append([]string{"/bin/sh", "-c", `echo sandboxed | /ctx/tool/agent.update "$@"; exit $?`, "sh"}, args...),
 		}
+		envf, err := spec.PassEnv() // descriptor 3; the block pipe follows
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer envf.Close()
+		l, err := e.reg.Prepare(self, spec.Files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.BlockFD = l.BlockFD
 		a, err := spec.Args()
 		if err != nil {
 			t.Fatal(err)

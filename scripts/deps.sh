@@ -9,8 +9,9 @@ want=(bubblewrap:/usr/bin/bwrap git:git util-linux:/usr/bin/nsenter)
 if [ "${1:-}" = test ]; then
   # tmux drives `ctx agent attach`; setpriv/unshare (util-linux), pgrep
   # (procps) and useradd (passwd) serve the uid tests; rg is the grep
-  # benchmark's baseline.
-  want+=(tmux:tmux util-linux:setpriv procps:pgrep passwd:useradd ripgrep:rg ca-certificates:/etc/ssl/certs)
+  # benchmark's baseline; Debian's python3 (3.11: PYTHONSAFEPATH) runs the
+  # Python MCP servers of e2e/security_host_mcp_test.go.
+  want+=(tmux:tmux util-linux:setpriv procps:pgrep passwd:useradd ripgrep:rg ca-certificates:/etc/ssl/certs python3:/usr/bin/python3)
 fi
 missing=()
 for w in "${want[@]}"; do

@@ -73,7 +73,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		bw = bwrap.DefaultPath
 	}
 	cfg.Bwrap = bw
-	cfg.StartMCP()
 	// A previous daemon's reaper sweeps first: then it cannot sweep this
 	// daemon's runs.
 	reapLock, err := reaper.Lock(l.Runtime, 30*time.Second)
@@ -81,6 +80,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		cfg.Log.Error("waiting for a previous daemon's reaper", "err", err)
 	}
 	cfg.Cgroups = startCgroups(ctx, cfg)
+	cfg.StartMCP() // after the cgroups: each server gets one (README "Limits")
 	// The disk reserve: a ticker while runs are active (README "The disk").
 	cfg.Disk = diskreserve.New(diskreserve.Options{Root: l.Root, Reserve: cfg.DiskReserve, Log: cfg.Log.With("component", "disk")})
 	defer cfg.Disk.Close()

@@ -73,7 +73,7 @@ func (b *BuiltinLauncher) Start(ctx context.Context, s terminal.LaunchSpec) (ter
 	}
 	defer logf.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (B3)
+	cmd.Env = append([]string{}, s.Env...) // the sandbox's, which ctxterm hands bwrap by descriptor (B3)
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logf, logf // a file: a pipe would break with the daemon (SIGPIPE)
 	cmd.ExtraFiles = []*os.File{pr}

@@ -49,6 +49,13 @@ func (m *DBusManager) Ping(ctx context.Context) error {
 	}
 }
 
+// envFile is one entry of a unit's EnvironmentFiles property, a(sb):
+// the path, and whether a missing file is ignored.
+type envFile struct {
+	Path   string
+	Ignore bool
+}
+
 // StartTransient starts argv as a transient service and waits for the job.
 // props use systemd-run's NAME=VALUE spelling; the ones the launcher sets
 // are translated here.
@@ -64,6 +71,8 @@ func (m *DBusManager) StartTransient(ctx context.Context, name string, props []s
 			ps = append(ps, sddbus.Property{Name: "KillMode", Value: godbus.MakeVariant(v)})
 		case "SendSIGHUP":
 			ps = append(ps, sddbus.Property{Name: "SendSIGHUP", Value: godbus.MakeVariant(v == "yes")})
+		case "EnvironmentFile":
+			ps = append(ps, sddbus.Property{Name: "EnvironmentFiles", Value: godbus.MakeVariant([]envFile{{Path: v}})})
 		case "Description":
 			ps = append(ps, sddbus.PropDescription(v))
 		case "TimeoutStopSec":

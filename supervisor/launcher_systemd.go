@@ -104,8 +104,18 @@ func (s *SystemdLauncher) Start(ctx context.Context, ls terminal.LaunchSpec) (te
 	if err != nil {
 		return terminal.Receipt{}, fmt.Errorf("systemd launcher: %w", err)
 	}
+	// The unit's environment (ctxterm's, which it hands the sandbox by
+	// descriptor) comes from a file beside the FIFO, read by the manager
+	// when it starts ExecStart; nothing of it is on a command line. A
+	// unit's environment is shown to its user alone. spec: B3
+	envFile := ls.HoldFIFO + ".env"
+	if err := writeEnvFile(envFile, ls.Env); err != nil {
+		return terminal.Receipt{}, fmt.Errorf("systemd launcher: %w", err)
+	}
+	defer os.Remove(envFile)
 	props := []string{
 		"KillMode=control-group",
+		"EnvironmentFile=" + envFile,
 		"SendSIGHUP=yes",
 		"TimeoutStopSec=" + strconv.Itoa(int(stopGrace(0).Seconds())+2) + "s",
 		"Description=ctx terminal " + ls.Receipt.Agent + "/" + ls.Receipt.Session,

@@ -141,7 +141,17 @@ type fakeManager struct {
 
 func (m *fakeManager) Ping(context.Context) error { return m.pingErr }
 func (m *fakeManager) StartTransient(ctx context.Context, name string, props, argv []string) error {
-	r, err := m.b.Start(ctx, terminal.LaunchSpec{Command: func(terminal.Hold) ([]string, error) { return argv, nil }, Log: os.DevNull})
+	var env []string // what the manager reads from the unit's EnvironmentFile
+	for _, p := range props {
+		if path, ok := strings.CutPrefix(p, "EnvironmentFile="); ok {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			env = strings.Fields(string(b))
+		}
+	}
+	r, err := m.b.Start(ctx, terminal.LaunchSpec{Command: func(terminal.Hold) ([]string, error) { return argv, nil }, Env: env, Log: os.DevNull})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,10 @@ type LaunchSpec struct {
 	// systemd launcher the FIFO HoldFIFO (Hold.FIFO). Either way nothing of
 	// the sandbox runs before the registration.
 	Command func(hold Hold) ([]string, error)
+	// Env is the environment of the process the launcher starts (K=V):
+	// ctxterm passes it on to the sandbox through a descriptor, so none of
+	// it is on any command line (LaunchEnv). spec: B3
+	Env []string
 	// HoldFIFO is where the systemd launcher creates the FIFO it releases
 	// the unit through (in the runtime directory, never in a sandbox's view).
 	HoldFIFO string

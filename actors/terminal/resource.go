@@ -3,6 +3,7 @@ package terminal
 import (
 	"errors"
 	"path/filepath"
+	"sort"
 	"strconv"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
@@ -54,6 +55,20 @@ func Spec(l layout.Layout, def *agentdef.Def, session, id, workspace string, pla
 	return s, held, nil
 }
 
+// LaunchEnv is the terminal sandbox's environment as K=V, sorted: what
+// the launcher sets as ctxterm's environment (the built-in launcher the
+// process's, the systemd launcher the unit's, through an owner-only
+// EnvironmentFile), which ctxterm --sandboxed passes on to bwrap through a
+// descriptor. spec: B3
+func LaunchEnv(s bwrap.Spec) []string {
+	out := make([]string, 0, len(s.Env))
+	for k, v := range s.Env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Hold is how a started terminal waits, before anything of its sandbox
 // runs, until the daemon has registered its launch root (U2): ctxterm
 // reads one byte from descriptor FD (the built-in launcher's pipe) or from
@@ -73,6 +88,11 @@ func Command(l layout.Layout, agent, session, bwrapPath string, s bwrap.Spec, h 
 	if h.FD > 0 && h.FIFO != "" {
 		return nil, errors.New("terminal: a hold descriptor and a hold FIFO")
 	}
+	// The environment is never on the command line (a unit's ExecStart,
+	// ps): the launcher gives it to ctxterm as ctxterm's own environment
+	// (LaunchEnv), and ctxterm hands it to bwrap through a descriptor.
+	// spec: B3
+	s.Env, s.EnvFD = nil, 0
 	args, err := s.Args()
 	if err != nil {
 		return nil, err

@@ -397,6 +397,7 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 		Command: func(h Hold) ([]string, error) {
 			return Command(l, agent, session, bw, spec, h)
 		},
+		Env:      LaunchEnv(spec),
 		HoldFIFO: filepath.Join(filepath.Dir(sock), "hold.fifo"),
 		Unit:     UnitName(l, agent, session, gen),
 		Log:      filepath.Join(filepath.Dir(filepath.Dir(sock)), session+".log"),

@@ -36,6 +36,7 @@ type fakeLauncher struct {
 	mu    sync.Mutex
 	procs map[int]*fakeProc
 	argv  []string
+	env   []string
 }
 
 type fakeProc struct {
@@ -69,7 +70,7 @@ func (f *fakeLauncher) Start(ctx context.Context, s LaunchSpec) (Receipt, error)
 	boot, _ := procstat.BootID()
 	f.mu.Lock()
 	f.procs[cmd.Process.Pid] = p
-	f.argv = argv
+	f.argv, f.env = argv, s.Env
 	f.mu.Unlock()
 	r := s.Receipt
 	r.Launcher, r.PID, r.StartTime, r.BootID = "fake", cmd.Process.Pid, st.StartTime, boot
@@ -165,7 +166,8 @@ func TestStartStopAdopt(t *testing.T) {
 	}
 	// The argv: ctxterm on the host (the runtime socket, the resource's
 	// events.jsonl) running bwrap running tsh in /workspace, the workspace
-	// writable with .git read-only, B3 environment only; neither the socket
+	// writable with .git read-only, B3 environment only — given to ctxterm
+	// as its environment, never on the command line; neither the socket
 	// nor the events file is in the sandbox. issue 11 item 5, issue 16 item 17
 	args := strings.Join(f.argv, " ")
 	if len(f.argv) == 0 || f.argv[0] != filepath.Join(l.BinDir(), "ctxterm") {
@@ -175,7 +177,7 @@ func TestStartStopAdopt(t *testing.T) {
 	for _, want := range []string{
 		"--listen " + l.RuntimeTerminalSocket("a", "default"), "--events " + events, "--sandboxed -- /usr/bin/bwrap ",
 		"-- " + Program, "--chdir /workspace", "--bind " + w.ws + " /workspace",
-		"--ro-bind " + w.ws + "/.git /workspace/.git", "--setenv HOME /home/agent", "--cap-drop ALL",
+		"--ro-bind " + w.ws + "/.git /workspace/.git", "--cap-drop ALL",
 		"--unshare-pid", "--unshare-net", "--clearenv", "--as-pid-1", "--die-with-parent",
 	} {
 		if !strings.Contains(args, want) {
@@ -188,8 +190,12 @@ func TestStartStopAdopt(t *testing.T) {
 			t.Errorf("bwrap argv has %q:\n%s", bad, bw)
 		}
 	}
-	if strings.Contains(args, "CTX_RUN") || strings.Contains(args, "CTX_CONTROL_SOCKET") {
-		t.Errorf("environment beyond B3:\n%s", args)
+	env := strings.Join(f.env, " ")
+	if strings.Contains(env, "CTX_RUN") || strings.Contains(env, "CTX_CONTROL_SOCKET") || !strings.Contains(env, "HOME=/home/agent") {
+		t.Errorf("environment not B3: %s", env)
+	}
+	if strings.Contains(args, "--setenv") || strings.Contains(args, "CTX_AGENT") || strings.Contains(args, "TERM") {
+		t.Errorf("environment on the command line:\n%s", args)
 	}
 	again := w.ask(t, pid, &Start{Workspace: w.ws}).(*StartResponse)
 	if again.Err != nil || !again.Already || again.Status.PID != sr.Status.PID {

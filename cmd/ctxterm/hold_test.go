@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,27 +92,55 @@ func TestHold(t *testing.T) {
 // The seccomp seam: with a filter, bwrap (argv[0]) gets --seccomp 3 and the
 // filter as its first extra file; without one the argv is unchanged.
 func TestSandboxArgvSeccomp(t *testing.T) {
-	argv := []string{"/usr/bin/bwrap", "--unshare-pid", "--", "/ctx/bin/tsh"}
+	argv := []string{"/usr/bin/bwrap", "--unshare-pid", "--clearenv", "--", "/ctx/bin/tsh"}
 	orig := seccompFile
 	defer func() { seccompFile = orig }()
 	seccompFile = nil
-	got, files, err := sandboxArgv(argv)
-	if err != nil || len(files) != 0 || len(got) != len(argv) {
+	got, files, err := sandboxArgv(argv, nil)
+	if err != nil || len(files) != 1 || strings.Join(got, " ") != "/usr/bin/bwrap --unshare-pid --clearenv --args 3 -- /ctx/bin/tsh" {
 		t.Fatalf("no filter: %v %v %v", got, files, err)
 	}
+	files[0].Close()
 	f, err := os.CreateTemp(t.TempDir(), "bpf")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	seccompFile = func() (*os.File, error) { return f, nil }
-	got, files, err = sandboxArgv(argv)
-	if err != nil || len(files) != 1 || files[0] != f || len(got) != len(argv)+2 || got[0] != argv[0] || got[1] != "--seccomp" || got[2] != "3" {
+	got, files, err = sandboxArgv(argv, nil)
+	if err != nil || len(files) != 2 || files[0] != f || len(got) != len(argv)+4 || got[0] != argv[0] || got[1] != "--seccomp" || got[2] != "3" {
 		t.Fatalf("with a filter: %v %v %v", got, files, err)
 	}
+	files[1].Close()
 	seccompFile = func() (*os.File, error) { return nil, errors.New("no filter") }
-	if _, _, err := sandboxArgv(argv); err == nil {
+	if _, _, err := sandboxArgv(argv, nil); err == nil {
 		t.Error("a filter error was ignored (must fail closed)")
+	}
+}
+
+// TestSandboxArgvEnv: the sandbox's environment (ctxterm's own) reaches
+// bwrap through a descriptor read as --setenv arguments right after
+// --clearenv; no key or value is on the command line, and an argv
+// without --clearenv fails closed. spec: B3
+func TestSandboxArgvEnv(t *testing.T) {
+	orig := seccompFile
+	defer func() { seccompFile = orig }()
+	seccompFile = nil
+	argv := []string{"/usr/bin/bwrap", "--clearenv", "--chdir", "/workspace", "--", "/ctx/bin/tsh"}
+	got, files, err := sandboxArgv(argv, []string{"HOME=/home/agent", "CTX_CANARY=s3cret value"})
+	if err != nil || len(files) != 1 {
+		t.Fatalf("%v %v %v", got, files, err)
+	}
+	defer files[0].Close()
+	if j := strings.Join(got, " "); j != "/usr/bin/bwrap --clearenv --args 3 --chdir /workspace -- /ctx/bin/tsh" {
+		t.Errorf("argv %q", j)
+	}
+	b, err := io.ReadAll(files[0])
+	if err != nil || string(b) != "--setenv\x00CTX_CANARY\x00s3cret value\x00--setenv\x00HOME\x00/home/agent\x00" {
+		t.Errorf("env descriptor %q %v", b, err)
+	}
+	if _, _, err := sandboxArgv([]string{"/usr/bin/bwrap", "--", "/ctx/bin/tsh"}, nil); err == nil {
+		t.Error("an argv without --clearenv was accepted")
 	}
 }
 
@@ -123,7 +152,7 @@ func TestBindByFD(t *testing.T) {
 	os.MkdirAll(dir+"/ws/.git", 0o755)
 	os.MkdirAll(dir+"/outside", 0o755)
 	os.Symlink(dir+"/outside", dir+"/ws/link")
-	argv := []string{"/usr/bin/bwrap", "--setenv", "X", "--bind", "--bind", dir + "/ws", "/workspace",
+	argv := []string{"/usr/bin/bwrap", "--symlink", "X", "--bind", "--bind", dir + "/ws", "/workspace",
 		"--ro-bind", dir + "/ws/.git", "/workspace/.git", "--ro-bind-try", dir + "/missing", "/ctx/m",
 		"--ro-bind-try", dir + "/ws/link", "/etc/x", "--", "/ctx/bin/tsh", "--bind"}
 	got, files, err := bindByFD(argv, nil)
@@ -135,7 +164,7 @@ func TestBindByFD(t *testing.T) {
 			f.Close()
 		}
 	}()
-	want := []string{"/usr/bin/bwrap", "--setenv", "X", "--bind", "--bind-fd", "3", "/workspace",
+	want := []string{"/usr/bin/bwrap", "--symlink", "X", "--bind", "--bind-fd", "3", "/workspace",
 		"--ro-bind-fd", "4", "/workspace/.git", "--ro-bind-try", dir + "/ws/link", "/etc/x", "--", "/ctx/bin/tsh", "--bind"}
 	if strings.Join(got, " ") != strings.Join(want, " ") || len(files) != 2 {
 		t.Fatalf("got %q (%d files)", got, len(files))
@@ -146,6 +175,8 @@ func TestBindByFD(t *testing.T) {
 		{"/usr/bin/bwrap", "--ro-bind-try", dir + "/ws/link", "/workspace/x", "--", "/x"}, // -try drops only a missing one
 		{"/usr/bin/bwrap", "--bind", dir + "/ws/link", "/data", "--", "/x"},               // writable: always checked
 		{"/usr/bin/bwrap", "--bind-everything", "--", "/x"},
+		{"/usr/bin/bwrap", "--setenv", "K", "V", "--", "/x"}, // never an environment on argv (B3)
+		{"/usr/bin/bwrap", "--args", "3", "--", "/x"},        // nor arguments from a descriptor it did not open
 	} {
 		if _, files, err := bindByFD(bad, nil); err == nil {
 			for _, f := range files {

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +38,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/ctxterm"
+	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/fdhygiene"
 	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/seccomp"
@@ -97,7 +99,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	cfg := ctxterm.Config{Socket: *listen, Argv: argv, Logger: log}
 	if *sandboxed {
 		var err error
-		if cfg.Argv, cfg.ExtraFiles, err = sandboxArgv(argv); err != nil {
+		// ctxterm's own environment is the sandbox's (the launcher set it);
+		// bwrap gets it by descriptor and runs with none of its own. spec: B3
+		cfg.Env = []string{}
+		if cfg.Argv, cfg.ExtraFiles, err = sandboxArgv(argv, os.Environ()); err != nil {
 			log.Error("sandbox", "err", err)
 			return exitSetup
 		}
@@ -137,8 +142,10 @@ var seccompFile = seccomp.File
 // sandboxArgv adds to bwrap's argv (argv[0] is bwrap) the descriptors
 // ctxterm hands it: the seccomp filter as descriptor 3 (--seccomp 3).
 // Every bind source is then opened here without following a symlink in
-// any component and handed over by descriptor (bindByFD).
-func sandboxArgv(argv []string) ([]string, []*os.File, error) {
+// any component and handed over by descriptor (bindByFD). env (K=V, the
+// sandbox's environment) is handed over by descriptor too, right after
+// bwrap's --clearenv (--args N): never on a command line. spec: B3
+func sandboxArgv(argv, env []string) ([]string, []*os.File, error) {
 	var files []*os.File
 	out := argv
 	if seccompFile != nil {
@@ -150,12 +157,42 @@ func sandboxArgv(argv []string) ([]string, []*os.File, error) {
 		files = append(files, f)
 	}
 	out, files, err := bindByFD(out, files)
+	if err == nil {
+		out, files, err = passEnv(out, files, env)
+	}
 	if err != nil {
 		for _, f := range files {
 			f.Close()
 		}
 		return nil, nil, err
 	}
+	return out, files, nil
+}
+
+// passEnv puts env into a memory file handed to bwrap as its next
+// descriptor, read as --setenv arguments (--args N right after the
+// --clearenv the runtime's argv always has; fails closed without one).
+func passEnv(argv []string, files []*os.File, env []string) ([]string, []*os.File, error) {
+	s := bwrap.Spec{Env: map[string]string{}}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			s.Env[k] = v
+		}
+	}
+	data, err := s.EnvArgs()
+	if err != nil {
+		return nil, files, err
+	}
+	i := slices.Index(argv, "--clearenv")
+	if i < 0 || slices.Index(argv, "--") < i {
+		return nil, files, errors.New("bwrap argv: no --clearenv")
+	}
+	f, err := bwrap.MemFile("ctxterm-env", data)
+	if err != nil {
+		return nil, files, err
+	}
+	files = append(files, f)
+	out := append(append(slices.Clip(argv[:i+1]), "--args", strconv.Itoa(2+len(files))), argv[i+1:]...)
 	return out, files, nil
 }
 
@@ -178,7 +215,7 @@ var bwrapArity = map[string]int{
 	"--unshare-cgroup-try": 0, "--unshare-net": 0, "--unshare-user": 0, "--clearenv": 0, "--as-pid-1": 0,
 	"--cap-drop": 1, "--uid": 1, "--gid": 1, "--proc": 1, "--dev": 1, "--tmpfs": 1, "--dir": 1, "--chdir": 1,
 	"--remount-ro": 1, "--info-fd": 1, "--block-fd": 1, "--seccomp": 1,
-	"--symlink": 2, "--setenv": 2, "--bind": 2, "--ro-bind": 2, "--bind-try": 2, "--ro-bind-try": 2,
+	"--symlink": 2, "--bind": 2, "--ro-bind": 2, "--bind-try": 2, "--ro-bind-try": 2,
 	"--bind-fd": 2, "--ro-bind-fd": 2,
 }
 

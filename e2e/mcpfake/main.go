@@ -3,10 +3,17 @@
 //
 //	ok       serves tools hello, big (a 10 MiB text), slow (waits for its
 //	         cancellation, up to 60 s) and rm (destructive); every call is
-//	         appended to $HOME/mcpfake.log, as is a cancellation
+//	         appended to /home/agent/mcpfake.log (the agent's
+//	         home; a server's HOME is an empty directory of its own), as is a cancellation
 //	exit     writes "fatal: no config" to stderr and exits 3 at once
 //	silent   reads stdin and never answers initialize
 //	garbage  prints garbage lines on stdout and never answers
+//
+// The ok mode also serves fork (starts up to n `sleep MARK` children, MARK
+// a number of seconds that names them on the host, and reports forks=K
+// and the error that stopped it) and mem (touches mb MiB and reports
+// touched=MB): an agent's calls trying to go past its limits through a
+// server; and getenv (says whether a variable is set, never its value).
 package main
 
 import (
@@ -15,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -23,7 +31,7 @@ import (
 )
 
 func logLine(s string) {
-	f, err := os.OpenFile(filepath.Join(os.Getenv("HOME"), "mcpfake.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join("/home/agent", "mcpfake.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return
 	}
@@ -32,6 +40,47 @@ func logLine(s string) {
 }
 
 type none struct{}
+
+type forkIn struct {
+	N    int    `json:"n"`
+	Mark string `json:"mark"`
+}
+
+type getenvIn struct {
+	Name string `json:"name"`
+}
+
+type memIn struct {
+	MB int `json:"mb"`
+}
+
+// fork starts up to n sleepers until a start fails.
+func fork(in forkIn) string {
+	forks := 0
+	for ; forks < in.N; forks++ {
+		cmd := exec.Command("/bin/sleep", in.Mark)
+		if err := cmd.Start(); err != nil {
+			return fmt.Sprintf("forks=%d\nerror=%v\n", forks, err)
+		}
+		// Never waited on: a goroutine blocked in Wait holds a thread,
+		// and threads count as tasks too.
+		_ = cmd.Process.Release()
+	}
+	return fmt.Sprintf("forks=%d\n", forks)
+}
+
+// mem touches mb MiB, a page at a time.
+func mem(in memIn) string {
+	var keep [][]byte
+	for i := 0; i < in.MB; i++ {
+		b := make([]byte, 1<<20)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = 1
+		}
+		keep = append(keep, b)
+	}
+	return fmt.Sprintf("touched=%d\n", len(keep))
+}
 
 type helloIn struct {
 	Name string `json:"name"`
@@ -76,6 +125,16 @@ func main() {
 		case <-time.After(60 * time.Second):
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, none{}, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "fork", Description: "Starts n sleepers"}, func(ctx context.Context, _ *mcp.CallToolRequest, in forkIn) (*mcp.CallToolResult, none, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fork(in)}}}, none{}, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "getenv", Description: "Tells whether a variable is set"}, func(ctx context.Context, _ *mcp.CallToolRequest, in getenvIn) (*mcp.CallToolResult, none, error) {
+		_, ok := os.LookupEnv(in.Name)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s set=%v\n", in.Name, ok)}}}, none{}, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "mem", Description: "Touches mb MiB"}, func(ctx context.Context, _ *mcp.CallToolRequest, in memIn) (*mcp.CallToolResult, none, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: mem(in)}}}, none{}, nil
 	})
 	yes := true
 	mcp.AddTool(s, &mcp.Tool{Name: "rm", Description: "Removes everything", Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}},

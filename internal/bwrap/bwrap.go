@@ -1,6 +1,7 @@
 // Package bwrap builds the bubblewrap argv shared by every sandboxed start:
-// executable-agent steps, tool calls and terminals. It only builds argv; it
-// starts nothing, so it is tested by the argv it returns.
+// executable-agent steps, tool calls and terminals. It only builds argv (and
+// the memory file the environment reaches bwrap through); it starts
+// nothing, so it is tested by the argv it returns.
 package bwrap
 
 import (
@@ -11,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/netpolicy"
 )
@@ -88,7 +91,14 @@ type Spec struct {
 	MountsAfter []Mount
 	// Env is the whole environment of the sandboxed program: bwrap clears
 	// its own and sets exactly these. spec: X11, B3
+	// The values never go on bwrap's argv, which every local user reads
+	// (ps, /proc/PID/cmdline — the sandbox's own /proc/1/cmdline too):
+	// they reach bwrap through descriptor EnvFD (see PassEnv), read as
+	// more arguments (--args). A spec with Env and no EnvFD is refused.
 	Env map[string]string
+	// EnvFD is the descriptor (from PassEnv) holding Env's --setenv
+	// arguments, NUL-separated.
+	EnvFD int
 	// Chdir is the working directory inside the sandbox.
 	Chdir string
 	// Network keeps the host network; otherwise --unshare-net. Agent
@@ -132,6 +142,68 @@ type Spec struct {
 	// a tmpfs that only holds read-only binds (the allowed tools) must not
 	// let the sandbox add files beside them.
 	RemountRO []string
+}
+
+// EnvArgs is Env as bwrap arguments, NUL-separated, sorted by key:
+// "--setenv\x00K\x00V\x00" for each variable. A key with '=' or NUL,
+// or a value with NUL, is refused.
+func (s Spec) EnvArgs() ([]byte, error) {
+	keys := make([]string, 0, len(s.Env))
+	for k := range s.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b []byte
+	for _, k := range keys {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("bwrap: bad environment key %q", k)
+		}
+		if strings.Contains(s.Env[k], "\x00") {
+			return nil, fmt.Errorf("bwrap: environment value of %s holds a NUL byte", k)
+		}
+		b = append(b, "--setenv\x00"+k+"\x00"+s.Env[k]+"\x00"...)
+	}
+	return b, nil
+}
+
+// PassEnv puts EnvArgs in an anonymous memory file, passes it (Pass) and
+// sets EnvFD; bwrap reads it as arguments. The caller closes the returned
+// file once bwrap started (nil when Env is empty). The values are then in
+// no command line, only in the sandboxed program's environment, which
+// /proc shows its owner alone. spec: X11, B3
+func (s *Spec) PassEnv() (*os.File, error) {
+	if len(s.Env) == 0 {
+		return nil, nil
+	}
+	data, err := s.EnvArgs()
+	if err != nil {
+		return nil, err
+	}
+	f, err := MemFile("bwrap-env", data)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap: environment: %w", err)
+	}
+	s.EnvFD = s.Pass(f)
+	return f, nil
+}
+
+// MemFile is an anonymous memory file (memfd) holding data, read from
+// its start.
+func MemFile(name string, data []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	return f, nil
 }
 
 // Pass adds f to the descriptors bwrap inherits and returns its number
@@ -229,16 +301,14 @@ func (s Spec) Args() ([]string, error) {
 		a = append(a, "--as-pid-1")
 	}
 	a = append(a, "--clearenv")
-	keys := make([]string, 0, len(s.Env))
-	for k := range s.Env {
-		keys = append(keys, k)
+	if _, err := s.EnvArgs(); err != nil {
+		return nil, err
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, fmt.Errorf("bwrap: bad environment key %q", k)
-		}
-		a = append(a, "--setenv", k, s.Env[k])
+	switch {
+	case s.EnvFD > 0:
+		a = append(a, "--args", strconv.Itoa(s.EnvFD))
+	case len(s.Env) > 0:
+		return nil, errors.New("bwrap: an environment goes through a descriptor (Spec.PassEnv), never on the command line")
 	}
 	if s.Chdir != "" {
 		a = append(a, "--chdir", s.Chdir)

@@ -37,7 +37,7 @@ func TestArgsMountsOrderEnvSorted(t *testing.T) {
 			{Src: "/h/opt", Dst: "/opt", Try: true},
 		},
 		Env:   map[string]string{"B": "2", "A": "1 with space"},
-		Chdir: "/workspace", InfoFD: 3, BlockFD: 4,
+		Chdir: "/workspace", InfoFD: 3, BlockFD: 4, EnvFD: 5,
 		Argv: []string{"prog", "--flag"},
 	}
 	a, err := s.Args()
@@ -47,7 +47,7 @@ func TestArgsMountsOrderEnvSorted(t *testing.T) {
 	j := strings.Join(a, " ")
 	for _, want := range []string{
 		"--bind /h/ws /workspace --ro-bind /h/ws/.git /workspace/.git --ro-bind-try /h/opt /opt",
-		"--clearenv --setenv A 1 with space --setenv B 2 --chdir /workspace --info-fd 3 --block-fd 4 -- prog --flag",
+		"--clearenv --args 5 --chdir /workspace --info-fd 3 --block-fd 4 -- prog --flag",
 	} {
 		if !strings.Contains(j, want) {
 			t.Errorf("want %q in %q", want, j)
@@ -56,12 +56,48 @@ func TestArgsMountsOrderEnvSorted(t *testing.T) {
 	if slices.Contains(a, "--unshare-net") {
 		t.Error("network granted but unshared")
 	}
+	env, err := s.EnvArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(env) != "--setenv\x00A\x001 with space\x00--setenv\x00B\x002\x00" {
+		t.Errorf("env args %q", env)
+	}
+}
+
+// TestArgsNoEnvValue: no environment key or value is ever on bwrap's
+// command line, which every local user reads (ps, /proc/PID/cmdline); an
+// environment without its descriptor is refused. spec: X11, B3
+func TestArgsNoEnvValue(t *testing.T) {
+	s := Spec{Argv: []string{"prog"}, Env: map[string]string{"GITHUB_TOKEN": "s3cret-canary"}}
+	if a, err := s.Args(); err == nil {
+		t.Fatalf("an environment without EnvFD was accepted: %v", a)
+	}
+	f, err := s.PassEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, err := s.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := strings.Join(a, " ")
+	if strings.Contains(j, "s3cret-canary") || strings.Contains(j, "GITHUB_TOKEN") || slices.Contains(a, "--setenv") {
+		t.Errorf("environment on argv: %q", j)
+	}
+	if i := slices.Index(a, "--args"); i < 0 || a[i+1] != "3" || s.EnvFD != 3 || len(s.Files) != 1 {
+		t.Errorf("env descriptor: %q fd %d files %d", j, s.EnvFD, len(s.Files))
+	}
+	if _, err := (Spec{Argv: []string{"x"}, Env: map[string]string{"A": "x\x00y"}, EnvFD: 3}).Args(); err == nil {
+		t.Error("a NUL in a value was accepted")
+	}
 }
 
 func TestArgsRejects(t *testing.T) {
 	for _, s := range []Spec{
 		{},
-		{Argv: []string{"x"}, Env: map[string]string{"A=B": "x"}},
+		{Argv: []string{"x"}, Env: map[string]string{"A=B": "x"}, EnvFD: 3},
 		{Argv: []string{"x"}, Mounts: []Mount{{Src: "/a", Dst: "rel"}}},
 	} {
 		if _, err := s.Args(); err == nil {
@@ -87,18 +123,27 @@ func TestSystemSandboxRuns(t *testing.T) {
 	if err != nil {
 		t.Skip("bwrap not installed:", err)
 	}
-	a, err := Spec{System: true, Env: map[string]string{"ONLY": "this"}, Argv: []string{"/usr/bin/env"}}.Args()
+	// A value that reads as a bwrap option stays a value: the descriptor
+	// holds --setenv KEY VALUE triples.
+	s := Spec{System: true, Env: map[string]string{"ONLY": "this", "SPACE": "a b", "TRICK": "--bind"}, Argv: []string{"/usr/bin/env"}}
+	f, err := s.PassEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, err := s.Args()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bw, a...)
+	cmd.ExtraFiles = s.Files
 	cmd.Env = []string{"SECRET=leak"}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	// bwrap itself always sets PWD to the working directory.
-	if strings.TrimSpace(string(out)) != "ONLY=this\nPWD=/" {
+	if strings.TrimSpace(string(out)) != "ONLY=this\nSPACE=a b\nTRICK=--bind\nPWD=/" {
 		t.Fatalf("env inside: %q", out)
 	}
 }

@@ -39,12 +39,12 @@ func mcpFile(l layout.Layout, agent string) (string, error) {
 	return filepath.Join(l.AgentControl(agent), mcpconf.FileName), nil
 }
 
-// McpAddCmd is `ctx mcp add NAME [--env K=V]… [--net] [--agent A] -- COMMAND ARGS…`
+// McpAddCmd is `ctx mcp add NAME [--env K[=V]]… [--net] [--agent A] -- COMMAND ARGS…`
 // or `ctx mcp add NAME --net --url URL`.
 type McpAddCmd struct {
 	Name    string   `arg:"" help:"Server name; its tools are NAME.TOOL."`
 	Command []string `arg:"" optional:"" passthrough:"" help:"COMMAND ARGS… (after --): run inside the agent's sandbox over stdio."`
-	Env     []string `help:"KEY=VALUE for this server's process only; stored owner-only in home/<uid>/secrets/mcp/NAME.env." placeholder:"K=V"`
+	Env     []string `help:"KEY (its value taken from this command's environment, so it is on no command line) or KEY=VALUE, for this server's process only; stored owner-only in home/<uid>/secrets/mcp/NAME.env." placeholder:"K[=V]"`
 	Net     bool     `help:"Give the server network access (required with --url)."`
 	URL     string   `name:"url" help:"A streamable HTTP server instead of a command (needs --net)."`
 	Agent   string   `help:"Declare for this agent only (agent/<name>.d/mcp.json), overriding a user server of the same name."`
@@ -81,7 +81,12 @@ func (c *McpAddCmd) Run(env *Env) error {
 	for _, kv := range c.Env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return Exit(ExitUsage, fmt.Errorf("--env %q: want KEY=VALUE", kv))
+			// A secret typed as KEY=VALUE is on this command's command
+			// line, which every local user can read while it runs (ps):
+			// KEY alone takes the value from the environment instead.
+			if v, ok = os.LookupEnv(k); !ok {
+				return Exit(ExitUsage, fmt.Errorf("--env %s: %s is not set in this environment (give KEY=VALUE, or export KEY first)", k, k))
+			}
 		}
 		if err := mcpconf.CheckEnvName(k); err != nil {
 			return Exit(ExitUsage, err)

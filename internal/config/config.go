@@ -105,7 +105,7 @@ func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
 // StartMCP builds the MCP server manager once Bwrap is final (the daemon).
 func (c *Config) StartMCP() {
 	c.MCP = mcphost.New(mcphost.Options{Layout: c.Layout, Bwrap: c.Bwrap, Version: Version, Idle: c.MCPIdle,
-		Timeout: c.MCPTimeout, Grace: c.CancelGrace, Log: c.Log.With("component", "mcp")})
+		Timeout: c.MCPTimeout, Grace: c.CancelGrace, Log: c.Log.With("component", "mcp"), Cgroups: c.Cgroups})
 }
 
 // BadTunable reports an unparsable tunable.

@@ -18,6 +18,7 @@ package mcphost
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -26,6 +27,7 @@ import (
 	"github.com/cortexfs/ctx/internal/mcpinstall"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -35,8 +37,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/mcpconf"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/sandbox"
@@ -73,6 +78,10 @@ type Options struct {
 	// Grace is SIGTERM→SIGKILL when a server is stopped.
 	Grace time.Duration
 	Log   *slog.Logger
+	// Cgroups gives each server instance a cgroup bounded by its agent's
+	// .d/limits, like a run's (nil: none, as in `ctx mcp tools`, a
+	// one-shot probe the user runs). README "Limits".
+	Cgroups *cgroup.Manager
 }
 
 // Key names one server process: a session's instance of a declared server.
@@ -95,14 +104,20 @@ func (t Target) key() Key {
 }
 
 // fingerprint changes when the server must be restarted for a call: its
-// declaration, or the workspace and cwd of the view it runs in.
+// declaration, the workspace and cwd of the view it runs in, or the
+// agent's limits (its cgroup's: a server keeps the walls of its agent).
 func (t Target) fingerprint() string {
+	var lim limits.Limits
+	if t.View.Def != nil {
+		lim = t.View.Def.Limits
+	}
 	data, _ := json.Marshal(struct {
 		D      *mcpconf.Server
 		W, C   string
 		N      bool
 		Policy string
-	}{t.Decl, t.View.Workspace, t.View.WorkDir(), t.View.Def.Network, t.View.Def.Control})
+		L      limits.Limits
+	}{t.Decl, t.View.Workspace, t.View.WorkDir(), t.View.Def.Network, t.View.Def.Control, lim})
 	h := sha256.Sum256(data)
 	return hex.EncodeToString(h[:8])
 }
@@ -154,7 +169,8 @@ type server struct {
 type conn struct {
 	name  string
 	cs    *mcp.ClientSession
-	p     *proc.Proc // nil for a URL server
+	p     *proc.Proc    // nil for a URL server
+	group *cgroup.Group // the server's cgroup; nil for a URL server or without a manager
 	tools map[string]*mcp.Tool
 	names []string
 	dead  chan struct{} // closed once the server is gone
@@ -526,17 +542,17 @@ func (m *Manager) start(ctx context.Context, t Target) (*conn, error) {
 	if t.Decl.URL != "" {
 		transport = &mcp.StreamableClientTransport{Endpoint: t.Decl.URL, MaxRetries: -1}
 	} else {
-		p, h, err := m.spawn(t)
+		p, h, g, err := m.spawn(t)
 		if err != nil {
 			return nil, fmt.Errorf("MCP server %s: %w", t.Name, err)
 		}
-		c.p, held = p, h
+		c.p, held, c.group = p, h, g
 		transport = &mcp.IOTransport{Reader: p.Stdout, Writer: p.Stdin, MaxLineLength: MaxMessage}
 	}
 	cleanup := func() {
 		if c.p != nil {
 			c.p.Kill()
-			go func() { _ = c.p.Wait(); held.Ended() }()
+			go func() { _ = c.p.Wait(); held.Ended(); m.closeGroup(c) }()
 		}
 	}
 	began := time.Now()
@@ -583,6 +599,7 @@ func (m *Manager) start(ctx context.Context, t Target) (*conn, error) {
 			c.p.Kill() // whatever is left of its sandbox
 			_ = c.p.Wait()
 			held.Ended()
+			m.closeGroup(c)
 			if c.p.ExitCode() != 0 {
 				c.why = fmt.Sprintf("the server exited (status %d)", c.p.ExitCode())
 			}
@@ -646,11 +663,41 @@ func toolNameOK(n string) bool {
 	return true
 }
 
+// ServerHome is a server's HOME and working directory: an empty tmpfs of
+// its own sandbox. Nothing the agent wrote is there, so no interpreter
+// finds a module, a node_modules, a .pth or a dotfile (~/.gitconfig,
+// ~/.node_modules) the agent planted; the agent home stays mounted at
+// /home/agent for servers given paths there.
+const ServerHome = "/run/mcp-home"
+
+// serverEnv closes the interpreters' implicit search paths: no cwd or
+// script directory on Python's sys.path, no user site (usercustomize.py,
+// .pth), no bytecode written. They are set last, so neither the view nor
+// an env value overrides them. README "MCP servers as tsh tools".
+var serverEnv = map[string]string{
+	"HOME":                    ServerHome,
+	"PYTHONSAFEPATH":          "1",
+	"PYTHONNOUSERSITE":        "1",
+	"PYTHONDONTWRITEBYTECODE": "1",
+}
+
+// harden gives spec the server's empty home, as working directory too
+// (never /workspace: python3 -m MODULE would import the agent's MODULE.py),
+// and env its fixed variables.
+func harden(spec *bwrap.Spec) {
+	spec.TmpfsAfter = append(spec.TmpfsAfter, ServerHome) // over any .d/mount there
+	spec.Chdir = ServerHome
+	for k, v := range serverEnv {
+		spec.Env[k] = v
+	}
+}
+
 // spawn starts t's stdio server in bwrap: the agent's view (its home,
 // the workspace, .d/mount; no tool files, no tsh, no launch root — a
 // server has no capability on the control socket), network only with
-// net, plus its installation read-only, and the env file's values.
-func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, error) {
+// net, plus its installation read-only, and the env file's values; born
+// in a cgroup of its own bounded by the agent's limits.
+func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, error) {
 	if t.View.Def == nil {
 		return m.spawnBare(t)
 	}
@@ -660,14 +707,15 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, error) {
 	delete(env, "CTX_RUN")
 	delete(env, "CTX_CONTROL_SOCKET")
 	if err := m.addSecrets(env, t); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	argv := append([]string{t.Decl.Command}, t.Decl.Args...)
 	spec, held, err := v.Build(argv, env)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sandbox: %w", err)
+		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
 	spec.Network = t.Decl.Net
+	harden(&spec)
 	binds := append([]string{t.Decl.Command}, t.Decl.Binds...)
 	for _, b := range binds {
 		if isSystem(b) {
@@ -675,17 +723,71 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, error) {
 		}
 		if _, err := os.Stat(b); err != nil {
 			held.Ended()
-			return nil, nil, fmt.Errorf("its installation %s is gone (%v): install it again or run ctx mcp add again", b, err)
+			return nil, nil, nil, fmt.Errorf("its installation %s is gone (%v): install it again or run ctx mcp add again", b, err)
+		}
+		if dir, ok := agentWritable(t.View, b); ok {
+			held.Ended()
+			return nil, nil, nil, fmt.Errorf("its installation %s is inside %s, which the agent can write: the server would run code the agent can change; install it elsewhere (e.g. npm install --prefix /var/cache/ctx/npm) and run ctx mcp add again", b, dir)
 		}
 		spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b})
 	}
-	p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true})
+	g := m.group(t, t.View.Def.Limits)
+	p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true,
+		Enter: g.EnterFunc(), Place: g.PlaceFunc()}) // born in its cgroup (v1), else placed while held
 	held.Started()
 	if err != nil {
 		held.Ended()
-		return nil, nil, fmt.Errorf("sandbox: %w", err)
+		_ = g.Close(0)
+		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
-	return p, held, nil
+	return p, held, g, nil
+}
+
+// agentWritable reports the directory of v's writable view — the
+// workspace, the agent home, an rw .d/mount source — that holds host path
+// p (symlinks resolved on both sides). The view is the one authority: an
+// installation there is code the agent wrote or can change.
+func agentWritable(v sandbox.View, p string) (string, bool) {
+	dirs := []string{v.Workspace, v.Layout.AgentHome(v.Def.Name)}
+	for _, m := range v.Def.Mounts {
+		if m.Write {
+			dirs = append(dirs, m.Src)
+		}
+	}
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	rp := real(p)
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if pathin.Inside(rp, real(d)) || pathin.Inside(filepath.Clean(p), filepath.Clean(d)) {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// group is a new cgroup for one instance of t's server, bounded by lim:
+// the walls of the runs that use it (an agent's calls cannot fork or map
+// past its limits through a server). A run-… name, so a daemon start
+// sweeps what a crashed daemon left like a run's group.
+func (m *Manager) group(t Target, lim limits.Limits) *cgroup.Group {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return m.o.Cgroups.Group("run-mcp-"+t.Name+"-"+hex.EncodeToString(b[:]), lim)
+}
+
+// closeGroup kills what is left in c's cgroup and removes it, once the
+// server's sandbox is gone.
+func (m *Manager) closeGroup(c *conn) {
+	if err := c.group.Close(0); err != nil {
+		m.o.Log.Warn("mcp server cgroup not fully cleaned up (the next daemon start sweeps it)", "server", c.name, "err", err)
+	}
 }
 
 // addSecrets adds the values of the keys t's declaration names from its
@@ -708,24 +810,28 @@ func (m *Manager) addSecrets(env map[string]string, t Target) error {
 
 // spawnBare starts a server outside any agent's view (ctx mcp tools
 // without --agent): the system directories, an empty home and /tmp, its
-// installation read-only, network only with net.
-func (m *Manager) spawnBare(t Target) (*proc.Proc, *sandbox.Held, error) {
-	env := map[string]string{"HOME": layout.SandboxHome, "LANG": "C.UTF-8", "USER": "agent", "LOGNAME": "agent", "TERM": "dumb"}
+// installation read-only, network only with net, default limits.
+func (m *Manager) spawnBare(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, error) {
+	env := map[string]string{"LANG": "C.UTF-8", "USER": "agent", "LOGNAME": "agent", "TERM": "dumb"}
 	if err := m.addSecrets(env, t); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	spec := bwrap.Spec{System: true, Tmpfs: []string{layout.SandboxHome}, Env: env, Chdir: layout.SandboxHome,
+	spec := bwrap.Spec{System: true, Env: env,
 		Argv: append([]string{t.Decl.Command}, t.Decl.Args...), Network: t.Decl.Net}
+	harden(&spec)
 	for _, b := range append([]string{t.Decl.Command}, t.Decl.Binds...) {
 		if !isSystem(b) {
 			spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b})
 		}
 	}
-	p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true})
+	g := m.group(t, limits.Default)
+	p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true,
+		Enter: g.EnterFunc(), Place: g.PlaceFunc()})
 	if err != nil {
-		return nil, nil, fmt.Errorf("sandbox: %w", err)
+		_ = g.Close(0)
+		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
-	return p, &sandbox.Held{}, nil
+	return p, &sandbox.Held{}, g, nil
 }
 
 // Probe starts a server once, lists its tools and stops it (ctx mcp

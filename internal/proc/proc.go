@@ -103,6 +103,15 @@ func Start(o Options) (*Proc, error) {
 		o.Spec.InfoFD = o.Spec.Pass(iw)
 		info = ir
 	}
+	// The environment (secrets: an MCP server's --env, an acp-v1 agent's
+	// keys, .d/env) goes through a descriptor, never argv. spec: X11, B3
+	envf, err := o.Spec.PassEnv()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	if envf != nil {
+		defer envf.Close() // bwrap has its own copy once started
+	}
 	args, err := o.Spec.Args()
 	if err != nil {
 		return nil, err
@@ -112,7 +121,7 @@ func Start(o Options) (*Proc, error) {
 	}
 	held := o.Roots != nil || o.Place != nil || o.Spec.Egress != nil // a net sandbox is connected while held
 	cmd := exec.Command(o.Bwrap, args...)
-	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv/--setenv)
+	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv, then --args EnvFD)
 	cmd.Dir = "/"
 	var g *gate
 	if held {

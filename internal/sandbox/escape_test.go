@@ -32,11 +32,18 @@ func TestForgedGitFileMountsNothing(t *testing.T) {
 			t.Logf("forged mount present: %+v", m)
 		}
 	}
+	envf, err := spec.PassEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer envf.Close()
 	args, err := spec.Args()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("bwrap", args...).CombinedOutput()
+	cmd := exec.Command("bwrap", args...)
+	cmd.ExtraFiles = spec.Files
+	out, err := cmd.CombinedOutput()
 	t.Logf("sandbox output: %q err=%v", out, err)
 	if strings.Contains(string(out), "sk-SECRET") {
 		t.Errorf("ESCAPE: the sandbox read a host file outside its view via a forged /workspace/.git")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/layout"
 )
 
@@ -23,12 +24,25 @@ func view(t *testing.T) View {
 	return View{Layout: l, Def: def, Session: "s", Run: "run-1", Workspace: ws}
 }
 
+// argsOf is s's bwrap argv, its environment passed by descriptor (as
+// internal/proc does): the values are never on argv.
+func argsOf(s bwrap.Spec) ([]string, error) {
+	f, err := s.PassEnv()
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
+		defer f.Close()
+	}
+	return s.Args()
+}
+
 // TestSpecView: the workspace is writable at /workspace with .git
 // read-only over it; the session log is read-only; other sessions hidden. spec: B1 B2 X7
 func TestSpecView(t *testing.T) {
 	v := view(t)
 	v.Tsh = true
-	a, err := v.Spec([]string{"/x"}, v.ToolEnv()).Args()
+	a, err := argsOf(v.Spec([]string{"/x"}, v.ToolEnv()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +67,7 @@ func TestSpecView(t *testing.T) {
 // hidden. spec: X7
 func TestSpecViewWithoutTsh(t *testing.T) {
 	v := view(t)
-	a, err := v.Spec([]string{"/x"}, v.ToolEnv()).Args()
+	a, err := argsOf(v.Spec([]string{"/x"}, v.ToolEnv()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +124,7 @@ func TestSpecNet(t *testing.T) {
 	if _, ok := env["HTTPS_PROXY"]; ok {
 		t.Error("the caller's environment map was changed")
 	}
-	a, _ := s.Args()
+	a, _ := argsOf(s)
 	if !slices.Contains(a, "--unshare-net") {
 		t.Errorf("a net sandbox shares the host's network: %v", a)
 	}
@@ -146,7 +160,7 @@ func TestControlSocketFollowsPolicy(t *testing.T) {
 			if tc.toolPolicy != "" {
 				os.WriteFile(filepath.Join(l.ToolDir(), UpdateTool+".d", "policy"), []byte(tc.toolPolicy), 0o644)
 			}
-			a, err := v.Spec([]string{"/x"}, v.ToolEnv()).Args()
+			a, err := argsOf(v.Spec([]string{"/x"}, v.ToolEnv()))
 			if err != nil {
 				t.Fatal(err)
 			}

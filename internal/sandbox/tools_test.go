@@ -36,7 +36,7 @@ func TestToolView(t *testing.T) {
 	os.WriteFile(filepath.Join(sys, "labelled.d", "policy"), []byte("allow label trusted\n"), 0o644)
 
 	args := func(v View) string {
-		a, err := v.Spec([]string{"/x"}, v.ToolEnv()).Args()
+		a, err := argsOf(v.Spec([]string{"/x"}, v.ToolEnv()))
 		if err != nil {
 			t.Fatal(err)
 		}
