@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,4 +206,59 @@ func TestSecurityHostMCPLimits(t *testing.T) {
 		t.Errorf("a server running when the limits went down to tasks 24 started %q processes: %d %q %q", forks, r.code, r.stdout, r.stderr)
 	}
 	t.Logf("after tasks 24: %q", r.stdout)
+}
+
+// TestSecurityHostMCPNetwork: an MCP server declared with --net gets the
+// daemon's proxy, never the host's network — the agent drives it, so the
+// host's loopback is as far from it as from the agent; a server declared
+// without it gets no network even when its agent has `net`. spec: V3
+// (docs/walls.md, "MCP servers")
+func TestSecurityHostMCPNetwork(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	host := ln.Addr().String()
+	w.agent("a", nil)
+	w.agent("b", map[string]string{"mount": "net\n"})
+	w.mustCtx("mcp", "add", "withnet", "--net", "--", binDir+"/mcpfake", "ok")
+	w.mustCtx("mcp", "add", "nonet", "--", binDir+"/mcpfake", "ok")
+	ws := w.workspace()
+	call := func(agent, tool string, args ...string) string {
+		r := w.tsh(ws, agent, append([]string{"call", tool}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("%s %s: %d %q %q", agent, tool, r.code, r.stdout, r.stderr)
+		}
+		return r.stdout
+	}
+	if out := call("a", "withnet.dial", "addr="+host); !strings.Contains(out, "dial=refused") {
+		t.Errorf("a --net server reached the host's loopback %s: %q", host, out)
+	}
+	if out := call("a", "withnet.getenv", "name=HTTPS_PROXY"); !strings.Contains(out, "set=true") {
+		t.Errorf("a --net server has no proxy: %q", out)
+	}
+	if out := call("a", "withnet.dial", "addr=127.0.0.1:3128"); !strings.Contains(out, "dial=ok") {
+		t.Errorf("a --net server's proxy is not listening: %q", out)
+	}
+	if out := call("b", "nonet.dial", "addr="+host); !strings.Contains(out, "dial=refused") {
+		t.Errorf("a server without --net reached the host's loopback %s: %q", host, out)
+	}
+	if out := call("b", "nonet.getenv", "name=HTTPS_PROXY"); !strings.Contains(out, "set=false") {
+		t.Errorf("a server without --net got its agent's proxy: %q", out)
+	}
+	if out := call("b", "nonet.dial", "addr=127.0.0.1:3128"); !strings.Contains(out, "dial=refused") {
+		t.Errorf("a server without --net has its agent's network: %q", out)
+	}
 }

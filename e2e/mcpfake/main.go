@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,10 @@ type forkIn struct {
 
 type getenvIn struct {
 	Name string `json:"name"`
+}
+
+type dialIn struct {
+	Addr string `json:"addr"`
 }
 
 type memIn struct {
@@ -132,6 +137,15 @@ func main() {
 	mcp.AddTool(s, &mcp.Tool{Name: "getenv", Description: "Tells whether a variable is set"}, func(ctx context.Context, _ *mcp.CallToolRequest, in getenvIn) (*mcp.CallToolResult, none, error) {
 		_, ok := os.LookupEnv(in.Name)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s set=%v\n", in.Name, ok)}}}, none{}, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "dial", Description: "Connects to a TCP address"}, func(ctx context.Context, _ *mcp.CallToolRequest, in dialIn) (*mcp.CallToolResult, none, error) {
+		res := "dial=ok\n"
+		if c, err := net.DialTimeout("tcp", in.Addr, 2*time.Second); err != nil {
+			res = fmt.Sprintf("dial=refused err=%v\n", err)
+		} else {
+			c.Close()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res}}}, none{}, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "mem", Description: "Touches mb MiB"}, func(ctx context.Context, _ *mcp.CallToolRequest, in memIn) (*mcp.CallToolResult, none, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: mem(in)}}}, none{}, nil

@@ -24,8 +24,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/mcpinstall"
 	"log/slog"
+	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -41,6 +42,8 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/mcpconf"
+	"github.com/cortexfs/ctx/internal/mcpinstall"
+	"github.com/cortexfs/ctx/internal/netpolicy"
 	"github.com/cortexfs/ctx/internal/pathin"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/safefs"
@@ -684,6 +687,30 @@ var serverEnv = map[string]string{
 // harden gives spec the server's empty home, as working directory too
 // (never /workspace: python3 -m MODULE would import the agent's MODULE.py),
 // and env its fixed variables.
+// serverNetwork gives a server the network its declaration asks for and
+// never the host's: with net, the daemon's proxy (public addresses, and the
+// agent's own `net local` grants, which the agent reaches itself anyway);
+// without net, none, whatever the agent's own grant. A server is driven by
+// the agent, so the host's loopback, its abstract sockets and its private
+// networks stay as far from it as from the agent. spec: V3
+func serverNetwork(spec *bwrap.Spec, net bool, local []netip.AddrPort) {
+	if spec.Egress != nil {
+		for k := range spec.Egress.Env() {
+			delete(spec.Env, k)
+		}
+	}
+	spec.Network, spec.Egress = false, nil
+	if !net {
+		return
+	}
+	pol := netpolicy.Policy{Public: true, Local: local}
+	spec.Egress = &pol
+	if spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	maps.Copy(spec.Env, pol.Env())
+}
+
 func harden(spec *bwrap.Spec) {
 	spec.TmpfsAfter = append(spec.TmpfsAfter, ServerHome) // over any .d/mount there
 	spec.Chdir = ServerHome
@@ -714,7 +741,7 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, err
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
-	spec.Network = t.Decl.Net
+	serverNetwork(&spec, t.Decl.Net, t.View.Def.NetLocal)
 	harden(&spec)
 	binds := append([]string{t.Decl.Command}, t.Decl.Binds...)
 	for _, b := range binds {
@@ -817,7 +844,8 @@ func (m *Manager) spawnBare(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group,
 		return nil, nil, nil, err
 	}
 	spec := bwrap.Spec{System: true, Env: env,
-		Argv: append([]string{t.Decl.Command}, t.Decl.Args...), Network: t.Decl.Net}
+		Argv: append([]string{t.Decl.Command}, t.Decl.Args...)}
+	serverNetwork(&spec, t.Decl.Net, nil)
 	harden(&spec)
 	for _, b := range append([]string{t.Decl.Command}, t.Decl.Binds...) {
 		if !isSystem(b) {
