@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -247,5 +248,101 @@ func TestSecurityHostACPFSHidden(t *testing.T) {
 	noProcs(t, marker)
 	if b, err := os.ReadFile(mount); string(b) != string(mountBefore) || (err == nil) != (mountErr == nil) {
 		t.Errorf("the agent's .d/mount changed through an ACP request: %q %v", b, err)
+	}
+}
+
+// TestSecurityHostACPFSUser: the same view for a daemon run by an ordinary
+// user, whose sandbox has its own user namespace: the sandbox's root is
+// still reachable (the user owns it), a protected write is refused by the
+// view's read-only bind and a legitimate read and write work.
+func TestSecurityHostACPFSUser(t *testing.T) {
+	uid, gid := ensureUser(t, "ctxe2e")
+	w := newWorld(t)
+	base := filepath.Dir(w.root)
+	os.Chmod(binDir, 0o755)
+	bin := acpAgentInstall(t, w)
+	w.start("CTX_ACP_TIMEOUT=3s")
+	w.mustCtx("agent", "create", "acpa", "--abi", "acp-v1", "--exec", bin, "--approval", "auto")
+	w.stop()
+	home := t.TempDir()
+	ws := filepath.Join(base, "work") // the user's HOME is base: a workspace there would be refused
+	os.MkdirAll(ws, 0o755)
+	mustGit(t, home, ws, "init", "-q")
+	os.WriteFile(filepath.Join(ws, ".bashrc"), []byte("orig bashrc\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "in.txt"), []byte("hello-in\n"), 0o644)
+	if out, err := exec.Command("chown", "-R", strconv.Itoa(uid)+":"+strconv.Itoa(gid), base).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	os.Chmod(base, 0o755)
+	before := snapshotTree(t, ws)
+	as := func(args ...string) *exec.Cmd {
+		c := exec.Command("/usr/bin/setpriv", append([]string{"--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--clear-groups", "--", binDir + "/ctx"}, args...)...)
+		c.Env = w.env("CTX_ACP_TIMEOUT=3s")
+		return c
+	}
+	d := as("daemon")
+	log := &syncBuffer{}
+	d.Stdout, d.Stderr = log, log
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { d.Process.Signal(os.Interrupt); d.Wait() }()
+	sock := filepath.Join(w.run, "agent", "acpa.sock")
+	waitFor(t, "the user's daemon", 10*time.Second, func() bool { _, err := os.Stat(sock); return err == nil })
+
+	ops := []acpFSOp{
+		{"write", "/workspace/.git/config", "[core]\n\tfsmonitor = touch /tmp/pwned\n"},
+		{"write", "/workspace/.bashrc", "pwned\n"},
+		{"write", "/workspace/.mcp.json", "{}"},
+		{"read", "/workspace/in.txt", ""},
+		{"write", "/workspace/out.txt", "written by acp"},
+	}
+	b, _ := json.Marshal(ops)
+	send := as("agent", "send", "acpa", "--json", "fsops "+base64.StdEncoding.EncodeToString(b))
+	send.Dir = ws
+	out, _ := send.CombinedOutput()
+	i := strings.Index(string(out), `fsres=`)
+	if i < 0 {
+		t.Fatalf("no fsres:\n%s\n%s", out, log.String())
+	}
+	// The assistant frame carries the JSON string-escaped: unquote it.
+	rest := string(out[i+len("fsres="):])
+	end := strings.Index(rest, `"`)
+	for end > 0 && rest[end-1] == '\\' {
+		n := strings.Index(rest[end+1:], `"`)
+		if n < 0 {
+			break
+		}
+		end += n + 1
+	}
+	var raw string
+	if err := json.Unmarshal([]byte(`"`+rest[:end]+`"`), &raw); err != nil {
+		t.Fatalf("fsres: %v\n%s", err, out)
+	}
+	var res []acpFSRes
+	if err := json.Unmarshal([]byte(raw), &res); err != nil || len(res) != len(ops) {
+		t.Fatalf("fsres %q: %v", raw, err)
+	}
+	for _, r := range res {
+		t.Logf("%s", r)
+		legit := r.Path == "/workspace/in.txt" || r.Path == "/workspace/out.txt"
+		if legit && !r.OK {
+			t.Errorf("legitimate %s %s failed: %s", r.Op, r.Path, r)
+		}
+		if !legit && !refused(r) {
+			t.Errorf("%s %s not refused: %s", r.Op, r.Path, r)
+		}
+	}
+	if res[3].Content != "hello-in\n" {
+		t.Errorf("read %q", res[3].Content)
+	}
+	after := snapshotTree(t, ws)
+	for p, v := range before {
+		if after[p] != v {
+			t.Errorf("host file changed through an ACP request: %s", p)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "out.txt")); string(b) != "written by acp" {
+		t.Errorf("out.txt = %q", b)
 	}
 }
