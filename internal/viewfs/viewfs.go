@@ -42,7 +42,7 @@ const resolve = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_N
 type Root struct {
 	bwrap int // bwrap's pid outside the sandbox (our child)
 
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	fd     int // -1: not opened yet
 	closed bool
 }
@@ -61,22 +61,32 @@ func (r *Root) Close() {
 	r.fd, r.closed = -1, true
 }
 
-// dirfd returns the pinned root fd, opening it on first use.
-func (r *Root) dirfd() (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return -1, ErrGone
+// use runs f with the pinned root fd, opening it on first use. The fd
+// stays valid while f runs: Close waits for f (a closed fd number reused
+// by another open would otherwise resolve the path somewhere else).
+func (r *Root) use(f func(root int) error) error {
+	for {
+		r.mu.RLock()
+		if r.closed {
+			r.mu.RUnlock()
+			return ErrGone
+		}
+		if r.fd >= 0 {
+			defer r.mu.RUnlock()
+			return f(r.fd)
+		}
+		r.mu.RUnlock()
+		r.mu.Lock()
+		if !r.closed && r.fd < 0 {
+			fd, err := openRoot(r.bwrap)
+			if err != nil {
+				r.mu.Unlock()
+				return err
+			}
+			r.fd = fd
+		}
+		r.mu.Unlock()
 	}
-	if r.fd >= 0 {
-		return r.fd, nil
-	}
-	fd, err := openRoot(r.bwrap)
-	if err != nil {
-		return -1, err
-	}
-	r.fd = fd
-	return fd, nil
 }
 
 // openRoot opens /proc/N/root of bwrap's child N (with --unshare-pid, the
@@ -178,12 +188,16 @@ func clean(p string) (string, error) {
 // ReadFile reads the regular file at p (a path in the view), at most limit
 // bytes (more: ErrTooLarge). A FIFO or device is refused at once: it is
 // opened O_NONBLOCK and checked with fstat before any read.
-func (r *Root) ReadFile(p string, limit int64) ([]byte, error) {
-	root, err := r.dirfd()
-	if err != nil {
-		return nil, err
-	}
-	p, err = clean(p)
+func (r *Root) ReadFile(p string, limit int64) (b []byte, err error) {
+	err = r.use(func(root int) error {
+		b, err = readFile(root, p, limit)
+		return err
+	})
+	return b, err
+}
+
+func readFile(root int, p string, limit int64) ([]byte, error) {
+	p, err := clean(p)
 	if err != nil {
 		return nil, err
 	}
@@ -212,11 +226,11 @@ func (r *Root) ReadFile(p string, limit int64) ([]byte, error) {
 // regular file. A read-only bind or hidden tree refuses it as the agent
 // would be refused (EROFS, ENOENT).
 func (r *Root) WriteFile(p string, content []byte) error {
-	root, err := r.dirfd()
-	if err != nil {
-		return err
-	}
-	p, err = clean(p)
+	return r.use(func(root int) error { return writeFile(root, p, content) })
+}
+
+func writeFile(root int, p string, content []byte) error {
+	p, err := clean(p)
 	if err != nil {
 		return err
 	}
