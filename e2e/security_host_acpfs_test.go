@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 type acpFSOp struct {
@@ -81,7 +83,8 @@ func refused(r acpFSRes) bool { return !r.OK && r.Code != "timeout" && r.Code !=
 // tree is byte-identical; symlink escapes (a link to a host file, to a
 // host directory, to /home/agent, to /proc/1/cwd and /proc/self/root; ".." and
 // /proc/self/root paths) are refused; a FIFO at the target is refused at
-// once; a missing file answers -32002; legitimate reads and writes work.
+// once, and so is a device node, a directory, /dev and /proc; a missing
+// file answers -32002; legitimate reads and writes work.
 func TestSecurityHostACPFSProtected(t *testing.T) {
 	w, marker := acpWorld(t, "auto")
 	home := t.TempDir()
@@ -102,6 +105,11 @@ func TestSecurityHostACPFSProtected(t *testing.T) {
 	os.Symlink("/home/agent", filepath.Join(ws, "homelink")) // inside the view, but out of the write scope
 	os.Symlink("/proc/self/root", filepath.Join(ws, "rootlink"))
 	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A device node at the target (root makes it; the null device is
+	// harmless if opened): refused by fstat, never read or written.
+	if err := syscall.Mknod(filepath.Join(ws, "nulldev"), syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshotTree(t, ws)
@@ -129,6 +137,11 @@ func TestSecurityHostACPFSProtected(t *testing.T) {
 		{"write", "/workspace/sub/../../tmp/x", "pwned"},
 		{"read", "/workspace/fifo", ""},
 		{"write", "/workspace/fifo", "pwned"},
+		{"read", "/workspace/nulldev", ""},
+		{"write", "/workspace/nulldev", "pwned"},
+		{"write", "/workspace/.git", "pwned"},
+		{"read", "/dev/zero", ""},
+		{"read", "/home/agent/../../proc/1/environ", ""},
 	}
 	ops := append(append([]acpFSOp(nil), attacks...),
 		acpFSOp{"read", "/workspace/missing.txt", ""},

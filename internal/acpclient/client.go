@@ -238,8 +238,10 @@ func fsError(p string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return &acp.RequestError{Code: -32002, Message: "Resource not found", Data: data}
-	case errors.Is(err, ErrOutsideView), errors.Is(err, ErrReadOnly):
-		return acp.NewInvalidParams(data)
+	case errors.Is(err, ErrOutsideView):
+		msg = "reads are allowed only under /workspace and /home/agent"
+	case errors.Is(err, ErrReadOnly):
+		msg = ErrReadOnly.Error()
 	case errors.Is(err, unix.EROFS):
 		msg = "the agent's view is read-only there"
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
