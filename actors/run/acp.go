@@ -26,10 +26,8 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcphost"
 	"github.com/cortexfs/ctx/internal/proc"
-	"github.com/cortexfs/ctx/internal/safefs"
-	"github.com/cortexfs/ctx/internal/sandbox"
+	"github.com/cortexfs/ctx/internal/viewfs"
 	"github.com/cortexfs/ctx/ipc"
-	"golang.org/x/sys/unix"
 )
 
 // errNoAnswer: the agent did not answer initialize or session/new in time.
@@ -129,12 +127,12 @@ func (a *Actor) startACP(c actor.Context) {
 			send(&acpStarted{err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}
-		roots, closeRoots, err := acpRoots(cfg.Layout, view)
-		if err != nil {
-			log.Warn("acp-v1: file roots unavailable; fs requests are refused", "err", err)
-		}
+		// Every fs/* request resolves in the sandbox's own root, pinned on
+		// first use and closed when the run's process ends: the view is the
+		// one authority for files touched on the agent's behalf.
+		vroot := viewfs.New(p.Pid())
 		client := acpclient.New(acpclient.Host{
-			Roots: roots,
+			View:  vroot,
 			Frame: func(f *ipc.Frame) { send(&acpFrame{f: f}) },
 			Approve: func(rctx context.Context, callID, name string, args []string) bool {
 				return ask(rctx, ctx, send, callID, name, args)
@@ -151,7 +149,7 @@ func (a *Actor) startACP(c actor.Context) {
 			<-conn.Done()
 			_ = p.Wait()
 			held.Ended()
-			closeRoots()
+			vroot.Close()
 			send(&acpExited{code: p.ExitCode(), stderr: p.Stderr()})
 		}()
 		stopReason, err := converse(ctx, conn, send, view.WorkDir(), input, timeout)
@@ -206,28 +204,6 @@ func ask(rctx, run context.Context, send func(any), callID, name string, args []
 	case <-run.Done():
 	}
 	return false
-}
-
-// acpRoots opens the view's directories the agent's fs/* requests may
-// reach: /workspace writable, /home/agent read-only. close closes them.
-func acpRoots(l layout.Layout, v sandbox.View) ([]acpclient.Root, func(), error) {
-	var roots []acpclient.Root
-	closeAll := func() {
-		for _, r := range roots {
-			r.Dir.Close()
-		}
-	}
-	if v.Workspace != "" {
-		f, err := safefs.Open(v.Workspace, unix.O_PATH|unix.O_DIRECTORY)
-		if err != nil {
-			return nil, func() {}, fmt.Errorf("workspace: %w", err)
-		}
-		roots = append(roots, acpclient.Root{View: layout.SandboxWorkspace, Dir: f, Write: true})
-	}
-	if f, err := safefs.Open(l.AgentHome(v.Def.Name), unix.O_PATH|unix.O_DIRECTORY); err == nil {
-		roots = append(roots, acpclient.Root{View: layout.SandboxHome, Dir: f})
-	}
-	return roots, closeAll, nil
 }
 
 func isSystemPath(p string) bool {

@@ -1,8 +1,8 @@
 // Package acpclient is ctx's side of an ACP agent run under ctx (issue 14,
 // `.d/abi` acp-v1, run by actors/run; see the README): it is the
 // agent's acp.Client, mapping its session/updates to ctx frames, its
-// fs/read_text_file and fs/write_text_file to reads and writes confined to
-// the view (writes only under /workspace), and its permission requests and
+// fs/read_text_file and fs/write_text_file to reads and writes resolved in
+// the agent's own sandbox view (writes only under /workspace), and its permission requests and
 // terminals to callbacks the run owns. The JSON-RPC is
 // github.com/coder/acp-go-sdk.
 package acpclient
@@ -13,7 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"path"
 	"strings"
 	"sync"
@@ -23,7 +23,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"golang.org/x/sys/unix"
 
-	"github.com/cortexfs/ctx/internal/safefs"
+	"github.com/cortexfs/ctx/internal/viewfs"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -48,18 +48,17 @@ var (
 	ErrNoTerminal  = errors.New("terminals are not available to this run")
 )
 
-// Root is one directory of the view the agent's file requests may reach:
-// View is its sandbox path (/workspace, /home/agent), Dir the host
-// directory opened without symlinks, Write whether writes are allowed.
-type Root struct {
-	View  string
-	Dir   *os.File
-	Write bool
+// View opens files inside the agent's own sandbox view (viewfs.Root).
+type View interface {
+	ReadFile(p string, limit int64) ([]byte, error)
+	WriteFile(p string, content []byte) error
 }
 
 // Host is what the run provides.
 type Host struct {
-	Roots []Root
+	// View is the run's sandbox view every fs/* request resolves in;
+	// nil: they are refused.
+	View View
 	// Frame receives each frame to record (delta, tool_call, tool_result).
 	Frame func(*ipc.Frame)
 	// Approve asks for approval of one call (the run's approval path) and
@@ -207,45 +206,78 @@ func cut(s string, max int) (string, bool) {
 	return s[:i], true
 }
 
-// Resolve finds the root a sandbox path lies under and its path relative to
-// it. It is pure: ".." and relative paths never leave a root.
-func Resolve(roots []Root, p string, write bool) (Root, string, error) {
+// Scope is where fs/* requests may reach in the view (spec: the README's
+// "ACP agents under ctx"): reads under /workspace and /home/agent, writes
+// under /workspace only. It is the ACP surface, not a list of what is
+// protected: what inside it may be read or written is the view's to say
+// (its read-only binds, hidden trees and placeholders, through View).
+// /proc, /dev and the rest of the view stay out of reach: the daemon
+// reads there with more privilege than the agent has.
+func Scope(p string, write bool) (string, error) {
 	if !strings.HasPrefix(p, "/") {
-		return Root{}, "", fmt.Errorf("path %q: not absolute: %w", p, ErrOutsideView)
+		return "", fmt.Errorf("path %q: not absolute: %w", p, ErrOutsideView)
 	}
 	clean := path.Clean(p)
-	for _, r := range roots {
-		if clean == r.View || strings.HasPrefix(clean, r.View+"/") {
-			if write && !r.Write {
-				return Root{}, "", fmt.Errorf("path %q: %w", p, ErrReadOnly)
-			}
-			return r, strings.TrimPrefix(strings.TrimPrefix(clean, r.View), "/"), nil
-		}
+	under := func(root string) bool { return clean == root || strings.HasPrefix(clean, root+"/") }
+	switch {
+	case under("/workspace"):
+		return clean, nil
+	case write:
+		return "", fmt.Errorf("path %q: %w", p, ErrReadOnly)
+	case under("/home/agent"):
+		return clean, nil
 	}
-	if write {
-		return Root{}, "", fmt.Errorf("path %q: %w", p, ErrReadOnly)
-	}
-	return Root{}, "", fmt.Errorf("path %q: %w", p, ErrOutsideView)
+	return "", fmt.Errorf("path %q: %w", p, ErrOutsideView)
 }
 
-// ReadTextFile reads a file inside the view (no symlink followed, never
-// leaving its root), bounded, with the ACP line and limit window.
+// fsError maps a refused file request to a JSON-RPC error: a missing file
+// is ACP's resource-not-found (-32002); other errnos are said in plain words.
+func fsError(p string, err error) error {
+	data := map[string]any{"path": p, "error": err.Error()}
+	var msg string
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &acp.RequestError{Code: -32002, Message: "Resource not found", Data: data}
+	case errors.Is(err, ErrOutsideView):
+		msg = "reads are allowed only under /workspace and /home/agent"
+	case errors.Is(err, ErrReadOnly):
+		msg = ErrReadOnly.Error()
+	case errors.Is(err, unix.EROFS):
+		msg = "the agent's view is read-only there"
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		msg = "permission denied in the agent's view"
+	case errors.Is(err, viewfs.ErrSymlink):
+		msg = "the path goes through a symlink: not followed"
+	case errors.Is(err, viewfs.ErrNotRegular), errors.Is(err, unix.EISDIR):
+		msg = "not a regular file"
+	case errors.Is(err, viewfs.ErrTooLarge):
+		msg = fmt.Sprintf("file over %d bytes", MaxFileRead)
+	case errors.Is(err, unix.ENOTDIR):
+		msg = "a component of the path is not a directory"
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		msg = "no space left"
+	case errors.Is(err, viewfs.ErrGone):
+		msg = "the agent's sandbox is not running"
+	default:
+		return acp.NewInternalError(data)
+	}
+	data["reason"] = msg
+	return &acp.RequestError{Code: -32602, Message: "Invalid params: " + msg, Data: data}
+}
+
+// ReadTextFile reads a file through the agent's own view (spec: the view
+// is the one authority), bounded, with the ACP line and limit window.
 func (c *Client) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	r, rel, err := Resolve(c.h.Roots, p.Path, false)
+	vp, err := Scope(p.Path, false)
 	if err != nil {
-		return acp.ReadTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": err.Error()})
+		return acp.ReadTextFileResponse{}, fsError(p.Path, err)
 	}
-	f, err := safefs.OpenBeneath(r.Dir, rel, unix.O_RDONLY)
+	if c.h.View == nil {
+		return acp.ReadTextFileResponse{}, fsError(p.Path, viewfs.ErrGone)
+	}
+	b, err := c.h.View.ReadFile(vp, MaxFileRead)
 	if err != nil {
-		return acp.ReadTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": err.Error()})
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileRead+1))
-	if err != nil {
-		return acp.ReadTextFileResponse{}, acp.NewInternalError(map[string]any{"path": p.Path, "error": err.Error()})
-	}
-	if len(b) > MaxFileRead {
-		return acp.ReadTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": fmt.Sprintf("file over %d bytes", MaxFileRead)})
+		return acp.ReadTextFileResponse{}, fsError(p.Path, err)
 	}
 	return acp.ReadTextFileResponse{Content: window(string(b), p.Line, p.Limit)}, nil
 }
@@ -270,31 +302,23 @@ func window(s string, line, limit *int) string {
 	return strings.Join(lines[start:end], "")
 }
 
-// WriteTextFile writes a file under /workspace only: its directory must
-// exist inside the root, the file is created 0644 or truncated, never
-// through a symlink. A write anywhere else is refused.
+// WriteTextFile writes a file under /workspace through the agent's own
+// view: what the view refuses (a read-only bind such as .git, a hidden
+// tree, a placeholder) is refused with the host file untouched; the file
+// is created 0644 or truncated, never through a symlink, never a FIFO.
 func (c *Client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	r, rel, err := Resolve(c.h.Roots, p.Path, true)
+	vp, err := Scope(p.Path, true)
 	if err != nil {
-		return acp.WriteTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": err.Error()})
+		return acp.WriteTextFileResponse{}, fsError(p.Path, err)
 	}
-	if rel == "" || len(p.Content) > MaxFileWrite {
+	if vp == "/workspace" || len(p.Content) > MaxFileWrite {
 		return acp.WriteTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": "not a file path, or content too large"})
 	}
-	dir, base := path.Split(rel)
-	d, err := safefs.OpenBeneath(r.Dir, strings.TrimSuffix(dir, "/"), unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return acp.WriteTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": err.Error()})
+	if c.h.View == nil {
+		return acp.WriteTextFileResponse{}, fsError(p.Path, viewfs.ErrGone)
 	}
-	defer d.Close()
-	fd, err := unix.Openat(int(d.Fd()), base, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return acp.WriteTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": err.Error()})
-	}
-	f := os.NewFile(uintptr(fd), p.Path)
-	defer f.Close()
-	if _, err := f.WriteString(p.Content); err != nil {
-		return acp.WriteTextFileResponse{}, acp.NewInternalError(map[string]any{"path": p.Path, "error": err.Error()})
+	if err := c.h.View.WriteFile(vp, []byte(p.Content)); err != nil {
+		return acp.WriteTextFileResponse{}, fsError(p.Path, err)
 	}
 	return acp.WriteTextFileResponse{}, nil
 }

@@ -12,69 +12,72 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
 
+	"github.com/cortexfs/ctx/internal/viewfs"
 	"github.com/cortexfs/ctx/ipc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func roots(t *testing.T) ([]Root, string, string) {
-	ws, home := t.TempDir(), t.TempDir()
-	open := func(d string) *os.File {
-		f, err := os.OpenFile(d, unix.O_PATH|unix.O_DIRECTORY, 0)
-		if err != nil {
+// view is a tree with /workspace and /home/agent, opened as a view root.
+func view(t *testing.T) (*viewfs.Root, string, string) {
+	top := t.TempDir()
+	ws, home := filepath.Join(top, "workspace"), filepath.Join(top, "home", "agent")
+	for _, d := range []string{ws, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { f.Close() })
-		return f
 	}
-	return []Root{{View: "/workspace", Dir: open(ws), Write: true}, {View: "/home/agent", Dir: open(home)}}, ws, home
+	r, err := viewfs.At(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r, ws, home
 }
 
-// spec: issue 14 — paths resolve inside the view only; writes only under
-// /workspace.
-func TestResolve(t *testing.T) {
-	rs, _, _ := roots(t)
+// spec: issue 14 — the fs/* scope: reads under /workspace and
+// /home/agent, writes under /workspace only.
+func TestScope(t *testing.T) {
 	cases := []struct {
 		p     string
 		write bool
-		rel   string
+		clean string
 		err   error
 	}{
-		{"/workspace/a.txt", true, "a.txt", nil},
-		{"/workspace/d/../a.txt", true, "a.txt", nil},
+		{"/workspace/a.txt", true, "/workspace/a.txt", nil},
+		{"/workspace/d/../a.txt", true, "/workspace/a.txt", nil},
 		{"/workspace/../etc/passwd", false, "", ErrOutsideView},
 		{"/workspace/../etc/passwd", true, "", ErrReadOnly},
-		{"/home/agent/x", false, "x", nil},
+		{"/home/agent/x", false, "/home/agent/x", nil},
 		{"/home/agent/x", true, "", ErrReadOnly},
 		{"/etc/passwd", false, "", ErrOutsideView},
+		{"/proc/self/root/etc/passwd", false, "", ErrOutsideView},
 		{"relative", false, "", ErrOutsideView},
 		{"/workspacex/a", false, "", ErrOutsideView},
 	}
 	for _, tc := range cases {
-		_, rel, err := Resolve(rs, tc.p, tc.write)
-		if !errors.Is(err, tc.err) || (err == nil && rel != tc.rel) {
-			t.Errorf("%s write=%v: %q %v", tc.p, tc.write, rel, err)
+		got, err := Scope(tc.p, tc.write)
+		if !errors.Is(err, tc.err) || (err == nil && got != tc.clean) {
+			t.Errorf("%s write=%v: %q %v", tc.p, tc.write, got, err)
 		}
 	}
 }
 
-func FuzzResolve(f *testing.F) {
+func FuzzScope(f *testing.F) {
 	for _, s := range []string{"/workspace/a", "/workspace/../x", "//workspace//a/./b", "/home/agent"} {
 		f.Add(s, true)
 	}
-	rs := []Root{{View: "/workspace", Write: true}, {View: "/home/agent"}}
 	f.Fuzz(func(t *testing.T, p string, write bool) {
-		r, rel, err := Resolve(rs, p, write)
+		got, err := Scope(p, write)
 		if err != nil {
 			return
 		}
-		if strings.HasPrefix(rel, "/") || rel == ".." || strings.HasPrefix(rel, "../") || strings.Contains(rel, "/../") {
-			t.Fatalf("%q → %q escapes", p, rel)
+		if strings.Contains(got, "/../") || strings.HasSuffix(got, "/..") {
+			t.Fatalf("%q → %q not clean", p, got)
 		}
-		if write && !r.Write {
-			t.Fatalf("%q writable under a read-only root", p)
+		if !(got == "/workspace" || strings.HasPrefix(got, "/workspace/")) && (write || !(got == "/home/agent" || strings.HasPrefix(got, "/home/agent/"))) {
+			t.Fatalf("%q → %q out of scope (write=%v)", p, got, write)
 		}
 	})
 }
@@ -101,11 +104,11 @@ func pair(t *testing.T, c *Client) *acp.AgentSideConnection {
 // requests through the SDK: a read and a write inside the workspace work, a
 // write outside is refused, updates become frames, a flood is cut off.
 func TestClientThroughSDK(t *testing.T) {
-	rs, ws, _ := roots(t)
+	rs, ws, _ := view(t)
 	os.WriteFile(filepath.Join(ws, "in.txt"), []byte("one\ntwo\nthree\n"), 0o644)
 	var mu sync.Mutex
 	var frames []*ipc.Frame
-	c := New(Host{Roots: rs, Frame: func(f *ipc.Frame) { mu.Lock(); frames = append(frames, f); mu.Unlock() },
+	c := New(Host{View: rs, Frame: func(f *ipc.Frame) { mu.Lock(); frames = append(frames, f); mu.Unlock() },
 		Approve: func(ctx context.Context, id, name string, args []string) bool { return id == "ok" }})
 	a := pair(t, c)
 	ctx := context.Background()
@@ -116,6 +119,10 @@ func TestClientThroughSDK(t *testing.T) {
 	}
 	if _, err := a.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: "s", Path: "/etc/passwd"}); err == nil {
 		t.Fatal("read outside the view")
+	}
+	var re *acp.RequestError
+	if _, err := a.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: "s", Path: "/workspace/missing.txt"}); !errors.As(err, &re) || re.Code != -32002 {
+		t.Fatalf("missing file: %v, want resource-not-found -32002", err)
 	}
 	if _, err := a.WriteTextFile(ctx, acp.WriteTextFileRequest{SessionId: "s", Path: "/workspace/out.txt", Content: "hi"}); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,10 @@
 //   calls          report 9 tool calls
 //   terms          start 9 terminals (the 9th must be refused)
 //   env            say which environment it got
+//   fsops B64      B64 is base64 JSON [{op:"read"|"write", path, content}]:
+//                  issue each fs request in order, each bounded to 5 s (a
+//                  hang is reported as "timeout"), and say
+//                  fsres=<JSON [{path, op, ok, code, msg, content}]>
 //
 // With --mute it never answers anything (the run's timeout must end it).
 import { Readable, Writable } from "node:stream";
@@ -137,6 +141,26 @@ if (process.argv.includes("--mute")) {
             await t.v.release();
           }
         }
+        return { stopReason: "end_turn" };
+      }
+      if (mode === "fsops") {
+        const ops = JSON.parse(Buffer.from(arg, "base64").toString());
+        const res = [];
+        for (const o of ops) {
+          const req = o.op === "read"
+            ? client.request(acp.methods.client.fs.readTextFile, { sessionId: sid, path: o.path })
+            : client.request(acp.methods.client.fs.writeTextFile, { sessionId: sid, path: o.path, content: o.content });
+          const timeout = new Promise((resolve) => setTimeout(() => resolve("timeout"), 5000));
+          let r;
+          try {
+            const v = await Promise.race([req, timeout]);
+            r = v === "timeout" ? { ok: false, code: "timeout" } : { ok: true, content: v && v.content };
+          } catch (e) {
+            r = { ok: false, code: e && e.code, msg: String(e && e.message || e) };
+          }
+          res.push({ path: o.path, op: o.op, ...r });
+        }
+        await say(client, sid, "fsres=" + JSON.stringify(res));
         return { stopReason: "end_turn" };
       }
       if (mode === "env") {
