@@ -679,16 +679,22 @@ func (a *Actor) onCancel(c actor.Context) {
 	if a.acp != nil {
 		a.onACPCancel(c) // issue 14: session/cancel, then SIGTERM → grace → SIGKILL once done is durable
 	}
-	if a.toolCall != nil {
-		// The call in flight gets its host-written result before the run's end.
-		if a.toolPID != nil {
-			c.Stop(a.toolPID)
-		}
-		a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: a.toolCall.ID, Name: a.toolCall.Name,
-			Status: envelope.StatusCancelled, Content: "cancelled"})
-		a.toolCall, a.toolPID = nil, nil
-	}
+	a.endToolCall(c, envelope.StatusCancelled, "cancelled")
 	a.conclude(c, &ipc.Frame{Type: ipc.TypeCancelled}, ipc.StatusCancelled)
+}
+
+// endToolCall stops the tool call in flight, if any, and writes its
+// result before the run's end: no tool_call is left without one (X7).
+func (a *Actor) endToolCall(c actor.Context, status, content string) {
+	if a.toolCall == nil {
+		return
+	}
+	if a.toolPID != nil {
+		c.Stop(a.toolPID)
+	}
+	a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: a.toolCall.ID, Name: a.toolCall.Name,
+		Status: status, Content: content})
+	a.toolCall, a.toolPID = nil, nil
 }
 
 // conclude emits the one conclusion (if any) and done. Only the host does
@@ -876,14 +882,7 @@ func (a *Actor) onDiskLow(c actor.Context, m *diskLow) {
 	if a.model != nil && a.model.cancel != nil {
 		a.model.cancel()
 	}
-	if a.toolCall != nil {
-		if a.toolPID != nil {
-			c.Stop(a.toolPID)
-		}
-		a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: a.toolCall.ID, Name: a.toolCall.Name,
-			Status: envelope.StatusError, Content: "stopped by the daemon's disk watcher (the run's error says why)"})
-		a.toolCall, a.toolPID = nil, nil
-	}
+	a.endToolCall(c, envelope.StatusError, "stopped by the daemon's disk watcher (the run's error says why)")
 	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeResourceExhausted, Message: m.msg}, ipc.StatusError)
 }
 
