@@ -45,7 +45,8 @@ func runCgroups(w *world) []string {
 // detached, SIGTERM-ignoring grandchild runs (or while its sandbox is still
 // held), and start no daemon again: within a bounded time nothing of the
 // run is alive, its sandbox never starts late, and its run cgroups are
-// gone — the reaper, not the next daemon, swept them. issue 11 item 11
+// gone — the reaper, not the next daemon, swept them (docs/walls.md, "No
+// sandbox outlives its daemon").
 func TestSecurityHostReaperNoRestart(t *testing.T) {
 	w := newWorld(t)
 	needCgroups(t, w)
@@ -88,8 +89,8 @@ func TestSecurityHostReaperNoRestart(t *testing.T) {
 // CTX_ROOT that escaped its sandbox's teardown (here: placed there from
 // outside, detached, SIGTERM ignored — what the issue found alive 47
 // minutes after a crash) is killed and its cgroup removed within a bounded
-// time after the daemon is SIGKILLed, with no daemon started again.
-// issue 11 item 11
+// time after the daemon is SIGKILLed, with no daemon started again
+// (docs/walls.md, "No sandbox outlives its daemon").
 func TestSecurityHostReaperSweepsLeftovers(t *testing.T) {
 	w := newWorld(t)
 	needCgroups(t, w)
@@ -207,7 +208,7 @@ func TestSecurityHostApprovedFileBoundByDescriptor(t *testing.T) {
 // interactive bash tool — has no controlling terminal: tty_nr 0, /dev/tty
 // refused. The same probe run by bash directly (bash keeps
 // the terminal: it is declared interactive) sees one, so the probe can
-// tell. issue 11 item 5
+// tell (README "The walls": TIOCSTI and the controlling terminal).
 func TestSecurityHostTerminalToolHasNoCtty(t *testing.T) {
 	w, ws := termWorld(t)
 	installAttack(t, w)
@@ -254,8 +255,8 @@ func TestSecurityHostTerminalToolHasNoCtty(t *testing.T) {
 // requests to one session arrive as its idle tick fires, again and again,
 // through the real daemon: each is answered (none is lost with a session
 // stopped under it), and the session's files are closed once they stop.
-// issue 15 item 1 (the package test TestRequestRacingPassivation runs the
-// race thousands of times)
+// spec: P4 (the package test TestRequestRacingPassivation runs the race
+// thousands of times)
 func TestSecurityHostRequestRacesPassivation(t *testing.T) {
 	w, c, base := idleWorld(t, "1ms")
 	for i := 0; i < 400; i++ {

@@ -172,7 +172,7 @@ func TestSecurityCrashLeftoversSwept(t *testing.T) {
 // TestSecurityCrashSweepLoop: SIGKILL the daemon while a tool's detached,
 // SIGTERM-ignoring grandchild runs, restart it, and no process of that run
 // is alive, at once and after the release window — several times (the
-// issue saw 2 survivors in 50 kills). issue 11 items 7, 11
+// first version saw 2 survivors in 50 kills). README "Limits".
 func TestSecurityCrashSweepLoop(t *testing.T) {
 	w := newWorld(t)
 	needCgroups(t, w)

@@ -245,7 +245,8 @@ func startCgroups(ctx context.Context, cfg *config.Config) *cgroup.Manager {
 
 // startReaper starts the reaper with the lock (then closed here: the
 // reaper holds it). No reaper where runs have no cgroup (nothing to sweep)
-// or none is configured (package tests). issue 11 item 11
+// or none is configured (package tests). docs/walls.md, "No sandbox
+// outlives its daemon".
 func (d *Daemon) startReaper(lock *os.File) *reaper.Reaper {
 	cfg := d.Cfg
 	if lock != nil {

@@ -15,7 +15,7 @@ import (
 // session only when every request routed to it has reached it (the Seen
 // count of its Idle offer): each request is answered, none is lost with a
 // stopped mailbox, and the session still passivates once they stop.
-// issue 15 item 1
+// spec: P4 (a request is answered, never lost)
 func TestRequestRacingPassivation(t *testing.T) {
 	sys, pid, c := startAgent(t, time.Millisecond)
 	defer func() { sys.Root.StopFuture(pid).Wait() }()

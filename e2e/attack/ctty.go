@@ -9,7 +9,7 @@ import (
 )
 
 // ctty KEY: a tool started from the persistent terminal looks for a
-// controlling terminal (issue 11 item 5: a tool that is not interactive
+// controlling terminal (README "The walls": a tool that is not interactive
 // runs in a new session without one). It prints KEY_NR= (tty_nr of
 // /proc/self/stat, 0 without a controlling terminal), KEY_DEVTTY= (opening
 // /dev/tty: refused:… without one), KEY_LEADER= (whether it leads its

@@ -36,7 +36,7 @@ func view(t *testing.T) (*viewfs.Root, string, string) {
 	return r, ws, home
 }
 
-// spec: issue 14 — the fs/* scope: reads under /workspace and
+// The fs/* scope (docs/walls.md, "ACP file requests"): reads under /workspace and
 // /home/agent, writes under /workspace only.
 func TestScope(t *testing.T) {
 	cases := []struct {

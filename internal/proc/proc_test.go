@@ -209,8 +209,8 @@ func TestGateAbortsOnEOF(t *testing.T) {
 // program never runs, and nothing of the sandbox is left — also when bwrap
 // itself died first and its PID 1 (which has no parent-death signal before
 // it runs the program) is left holding on the block pipe: bwrap alone goes
-// on when the pipe reads EOF; the gate reads EOF too and exits. issue 11
-// item 11
+// on when the pipe reads EOF; the gate reads EOF too and exits
+// (docs/walls.md, "No sandbox outlives its daemon").
 func TestHeldSandboxDiesWithItsStarter(t *testing.T) {
 	if _, err := os.Stat(bwrap.DefaultPath); err != nil {
 		t.Skip("bwrap not installed")

@@ -126,8 +126,8 @@ func (r *Reaper) Close(wait time.Duration) {
 }
 
 // Run is the reaper process (`ctxd reap ROOT UID`): it waits for EOF on
-// in (fd 3), then kills and removes every run cgroup of root. issue 11
-// item 11: no sandbox outlives its daemon.
+// in (fd 3), then kills and removes every run cgroup of root: no
+// sandbox outlives its daemon (docs/walls.md).
 func Run(args []string, in *os.File, stderr io.Writer) error {
 	if len(args) != 2 {
 		return fmt.Errorf("usage: ctxd %s ROOT UID", Command)
