@@ -37,6 +37,7 @@ test: build vet
 	@bash scripts/deps.sh test
 	@bash scripts/mcp-servers.sh >/dev/null || echo "make test: the MCP servers are not installed (see above); e2e/mcp_test.go skips the tests that need them"
 	@bash scripts/acp-sdk.sh >/dev/null || echo "make test: the ACP TypeScript SDK is not installed (see above); e2e/acp_test.go skips the tests that need it"
+	@bash scripts/acp-agents.sh >/dev/null || echo "make test: the ACP agents and acpx are not installed (see above); their e2e tests skip (fail under CI=true)"
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m ./...
 
 test-short: build

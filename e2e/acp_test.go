@@ -39,10 +39,10 @@ func acpScripts(t testing.TB) string {
 	t.Helper()
 	sdk := acpSDKDir()
 	if sdk == "" {
-		t.Skip("the ACP TypeScript SDK is not installed: run scripts/acp-sdk.sh (npm install @agentclientprotocol/sdk into /var/cache/ctx/acp or ~/.cache/ctx-acp)")
+		missing(t, "the ACP TypeScript SDK is not installed: run scripts/acp-sdk.sh (npm install @agentclientprotocol/sdk into /var/cache/ctx/acp or ~/.cache/ctx-acp)")
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed (scripts/acp-sdk.sh installs it as root)")
+		missing(t, "node is not installed (scripts/acp-sdk.sh installs it as root)")
 	}
 	dir := t.TempDir()
 	if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {

@@ -39,7 +39,7 @@ func needServers(t testing.TB) string {
 	t.Helper()
 	d := npmDir()
 	if d == "" {
-		t.Skip("the real MCP servers are not installed: run scripts/mcp-servers.sh (npm install into /var/cache/ctx/npm or ~/.cache/ctx-npm)")
+		missing(t, "the real MCP servers are not installed: run scripts/mcp-servers.sh (npm install into /var/cache/ctx/npm or ~/.cache/ctx-npm)")
 	}
 	return d
 }
