@@ -9,6 +9,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/acpbridge"
 	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/mcpinstall"
 	"github.com/cortexfs/ctx/internal/version"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
@@ -50,6 +51,17 @@ func (c *AcpCmd) Run(env *Env) error {
 		SessionExists: func(session string) bool {
 			_, err := os.Stat(env.Layout.SessionDir(c.Name, "private", session))
 			return err == nil
+		},
+		MCPRules: func() (acpbridge.MCPRules, error) {
+			def, err := agentdef.Load(env.Layout, c.Name)
+			if err != nil {
+				return acpbridge.MCPRules{}, err
+			}
+			// An invalid definition refuses every server (fail closed).
+			return acpbridge.MCPRules{Resolve: mcpinstall.DefaultResolver().Resolve, Net: def.Net()}, nil
+		},
+		SaveMCP: func(session string, es *acpbridge.EditorServers) error {
+			return acpbridge.SaveMCP(env.Layout, c.Name, session, es)
 		},
 		Version: version.Version,
 		Log:     log,
