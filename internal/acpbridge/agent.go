@@ -39,7 +39,7 @@ type Options struct {
 	SessionExists func(session string) bool
 	// MCPRules judges an editor's mcpServers (session/new, session/load);
 	// nil refuses any server.
-	MCPRules func() (MCPRules, error)
+	MCPRules func(workspace string) (MCPRules, error)
 	// SaveMCP makes the judged servers those of the session (SaveMCP with
 	// the layout); nil refuses any server.
 	SaveMCP func(session string, es *EditorServers) error
@@ -136,7 +136,7 @@ func (a *Agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
-	es, err := a.editorServers(p.McpServers)
+	es, err := a.editorServers(ws, p.McpServers)
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
@@ -157,14 +157,14 @@ func (a *Agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 }
 
 // editorServers judges the editor's mcpServers.
-func (a *Agent) editorServers(list []acp.McpServer) (*EditorServers, error) {
+func (a *Agent) editorServers(ws string, list []acp.McpServer) (*EditorServers, error) {
 	if len(list) == 0 {
 		return &EditorServers{}, nil
 	}
 	if a.opt.MCPRules == nil || a.opt.SaveMCP == nil {
 		return nil, MCPError(serverName(list[0]), "this ctx acp takes no MCP servers")
 	}
-	r, err := a.opt.MCPRules()
+	r, err := a.opt.MCPRules(ws)
 	if err != nil {
 		return nil, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("mcpServers: %v", err)})
 	}
@@ -241,7 +241,7 @@ func (a *Agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
-	es, err := a.editorServers(p.McpServers)
+	es, err := a.editorServers(ws, p.McpServers)
 	if err != nil {
 		return acp.LoadSessionResponse{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/cortexfs/ctx/internal/mcpconf"
 	"github.com/cortexfs/ctx/internal/mcpinstall"
 	"github.com/cortexfs/ctx/internal/netpolicy"
+	"github.com/cortexfs/ctx/internal/pathin"
 )
 
 // MCPRules are what an editor's mcpServers are judged by: the same
@@ -29,6 +30,14 @@ type MCPRules struct {
 	Resolve func(command string, args []string) (*mcpconf.Server, error)
 	// Net is the agent's .d/mount network grant (`net`, `net local`).
 	Net netpolicy.Policy
+	// Cwd is the session's workspace (the editor's cwd, judged): a
+	// relative command path is taken from there, as the editor meant it.
+	Cwd string
+	// Writable are the host directories the agent can write (the
+	// workspace, its home, `rw` .d/mount sources): a server installed
+	// there is refused now, as internal/mcphost would at its start — code
+	// the agent can change never runs as a server.
+	Writable []string
 }
 
 // EditorServers are a session's MCP servers as its editor declared them,
@@ -100,9 +109,18 @@ func stdioServer(m *acp.McpServerStdio, r MCPRules) (*mcpconf.Server, map[string
 	if len(m.Args) > mcpconf.MaxArgs {
 		return nil, nil, fmt.Errorf("%d args, at most %d", len(m.Args), mcpconf.MaxArgs)
 	}
-	s, err := r.Resolve(m.Command, m.Args)
+	command := m.Command
+	if strings.Contains(command, "/") && !filepath.IsAbs(command) && r.Cwd != "" {
+		command = filepath.Join(r.Cwd, command)
+	}
+	s, err := r.Resolve(command, m.Args)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, p := range append([]string{s.Command}, s.Binds...) {
+		if dir, ok := inside(p, r.Writable); ok {
+			return nil, nil, fmt.Errorf("its installation %s is inside %s, which the agent can write: the server would run code the agent can change; install it elsewhere (e.g. npm install --prefix /var/cache/ctx/npm) and give that command", p, dir)
+		}
 	}
 	env := map[string]string{}
 	for _, e := range m.Env {
@@ -124,6 +142,24 @@ func stdioServer(m *acp.McpServerStdio, r MCPRules) (*mcpconf.Server, map[string
 	// way out for an agent that has none. spec: V3
 	s.Net = false
 	return s, env, nil
+}
+
+// inside reports the directory of dirs that holds p, symlinks resolved on
+// both sides (internal/mcphost's rule at a server's start).
+func inside(p string, dirs []string) (string, bool) {
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	rp := real(p)
+	for _, d := range dirs {
+		if d != "" && (pathin.Inside(rp, real(d)) || pathin.Inside(filepath.Clean(p), filepath.Clean(d))) {
+			return d, true
+		}
+	}
+	return "", false
 }
 
 // httpServer allows a streamable HTTP server only where the agent's own

@@ -52,13 +52,19 @@ func (c *AcpCmd) Run(env *Env) error {
 			_, err := os.Stat(env.Layout.SessionDir(c.Name, "private", session))
 			return err == nil
 		},
-		MCPRules: func() (acpbridge.MCPRules, error) {
+		MCPRules: func(ws string) (acpbridge.MCPRules, error) {
 			def, err := agentdef.Load(env.Layout, c.Name)
 			if err != nil {
+				// An invalid definition refuses every server (fail closed).
 				return acpbridge.MCPRules{}, err
 			}
-			// An invalid definition refuses every server (fail closed).
-			return acpbridge.MCPRules{Resolve: mcpinstall.DefaultResolver().Resolve, Net: def.Net()}, nil
+			writable := []string{ws, env.Layout.AgentHome(c.Name)}
+			for _, m := range def.Mounts {
+				if m.Write {
+					writable = append(writable, m.Src)
+				}
+			}
+			return acpbridge.MCPRules{Resolve: mcpinstall.DefaultResolver().Resolve, Net: def.Net(), Cwd: ws, Writable: writable}, nil
 		},
 		SaveMCP: func(session string, es *acpbridge.EditorServers) error {
 			return acpbridge.SaveMCP(env.Layout, c.Name, session, es)
