@@ -50,10 +50,10 @@ func TestConvertMCP(t *testing.T) {
 	}
 	local := netpolicy.Policy{Local: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:8931")}}
 	for _, tc := range []struct {
-		name string
-		js   string
-		net  netpolicy.Policy
-		want string // "" accepted, else a substring of the error
+		name  string
+		js    string
+		net   netpolicy.Policy
+		want  string // "" accepted, else a substring of the error
 		check func(t *testing.T, es *EditorServers)
 	}{
 		{name: "none", js: `[]`},
