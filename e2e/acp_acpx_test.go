@@ -182,10 +182,13 @@ func TestACPXDrivesCtx(t *testing.T) {
 	w.agent("demo", map[string]string{"tools": "mark\n", "approval": "ask\n", "policy": "allow tool *\n"})
 	ws := w.workspace()
 	const secret = "s3cret-e2e-8c1f0d"
+	// Two editor servers: the e2e fake, and the real everything server by
+	// its npm bin (resolved to node + script with its node_modules bound).
+	npm := needServers(t)
 	cfg := acpxMCPConfig(t, filepath.Dir(w.root), map[string]any{
 		"name": "ed", "command": binDir + "/mcpfake", "args": []string{"ok"},
 		"env": []map[string]string{{"name": "ED_TOKEN", "value": secret}},
-	})
+	}, map[string]any{"name": "every", "command": npmBin(npm, "everything"), "args": []string{}, "env": []any{}})
 	mcp := []string{"--mcp-config", cfg}
 
 	// initialize and session/new: the session exists on disk at once.
@@ -203,7 +206,7 @@ func TestACPXDrivesCtx(t *testing.T) {
 		t.Fatalf("session/new answered but the session is not on disk: %v", err)
 	}
 	decl := filepath.Join(w.root, "home", strconv.Itoa(os.Getuid()), "secrets", "mcp-session", "demo", sid)
-	if b, err := os.ReadFile(filepath.Join(decl, "mcp.json")); err != nil || !strings.Contains(string(b), "mcpfake") || strings.Contains(string(b), secret) {
+	if b, err := os.ReadFile(filepath.Join(decl, "mcp.json")); err != nil || !strings.Contains(string(b), "mcpfake") || !strings.Contains(string(b), "server-everything") || strings.Contains(string(b), secret) {
 		t.Errorf("the session's MCP declaration: %v\n%s", err, b)
 	}
 	if st, err := os.Stat(filepath.Join(decl, "ed.env")); err != nil || st.Mode().Perm() != 0o600 {
@@ -266,12 +269,23 @@ func TestACPXDrivesCtx(t *testing.T) {
 	// The editor's MCP server: listed by tsh, its tool called with the
 	// env value the editor gave (seen only by the server).
 	r = w.acpx(acpx, "demo", ws, append(mcp, "--approve-all", "prompt", "tool tsh list")...)
-	if !strings.Contains(r.text(), "ed.getenv") {
+	if !strings.Contains(r.text(), "ed.getenv") || !strings.Contains(r.text(), "every.echo") {
 		t.Errorf("tsh list does not show the editor's server: %q", r.text())
 	}
 	r = w.acpx(acpx, "demo", ws, append(mcp, "--approve-all", "prompt", "tool tsh call ed.getenv name=ED_TOKEN")...)
 	if r.stopReason() != "end_turn" || !strings.Contains(r.text(), "ok:ED_TOKEN set=true") {
 		t.Errorf("MCP call: %q\n%s\n%s", r.text(), r.stdout, r.stderr)
+	}
+	// The server still runs (idle timeout 5m): its value is on no command
+	// line but acpx's own (acpx's business, not ctx's).
+	for _, pid := range procsWith(secret) {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); !bytes.Contains(b, []byte("acpx")) {
+			t.Errorf("pid %d has the MCP env value on its command line: %q", pid, b)
+		}
+	}
+	r = w.acpx(acpx, "demo", ws, append(mcp, "--approve-all", "prompt", "tool tsh call every.echo message=from-the-editor")...)
+	if r.stopReason() != "end_turn" || !strings.Contains(r.text(), "ok:Echo: from-the-editor") {
+		t.Errorf("the real server's call: %q\n%s\n%s", r.text(), r.stdout, r.stderr)
 	}
 
 	// Cancel from another acpx process while a prompt streams.
@@ -323,13 +337,13 @@ func TestACPXDrivesCtx(t *testing.T) {
 			mcpOK = mcpOK || strings.Contains(f.raw, "ED_TOKEN set=true")
 		}
 	}
-	if got := strings.Join(users, "|"); got != "echo hello acpx|tool mark|tool mark again|tool tsh list|tool tsh call ed.getenv name=ED_TOKEN|sleep 30|echo after" {
+	if got := strings.Join(users, "|"); got != "echo hello acpx|tool mark|tool mark again|tool tsh list|tool tsh call ed.getenv name=ED_TOKEN|tool tsh call every.echo message=from-the-editor|sleep 30|echo after" {
 		t.Errorf("user frames: %s", got)
 	}
-	if got := strings.Join(decisions, ","); got != "deny,allow_once,allow_once,allow_once" {
+	if got := strings.Join(decisions, ","); got != "deny,allow_once,allow_once,allow_once,allow_once" {
 		t.Errorf("approval decisions: %s", got)
 	}
-	if got := strings.Join(dones, ","); got != "ok,ok,ok,ok,ok,cancelled,ok" {
+	if got := strings.Join(dones, ","); got != "ok,ok,ok,ok,ok,ok,cancelled,ok" {
 		t.Errorf("done statuses: %s", got)
 	}
 	if !mcpOK {
