@@ -143,7 +143,7 @@ func (a *Agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	name := "acp-" + hex.EncodeToString(b[:])
-	if _, err := a.resume(ctx, name, nil); err != nil {
+	if _, err := a.resume(ctx, name, nil); err != nil { // spec: L4 — the session exists apart from this process
 		return acp.NewSessionResponse{}, err
 	}
 	if err := a.saveServers(name, es); err != nil {

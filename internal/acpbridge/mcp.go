@@ -114,11 +114,14 @@ func stdioServer(m *acp.McpServerStdio, r MCPRules) (*mcpconf.Server, map[string
 		command = filepath.Join(r.Cwd, command)
 	}
 	s, err := r.Resolve(command, m.Args)
+	if errors.Is(err, mcpinstall.ErrDownload) {
+		return nil, nil, fmt.Errorf("%w (in the editor's mcpServers, give the installed command instead of npx)", err)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, p := range append([]string{s.Command}, s.Binds...) {
-		if dir, ok := inside(p, r.Writable); ok {
+		if dir, ok := inside(p, r.Writable); ok { // spec: V3 — the agent's view decides, never code it can change
 			return nil, nil, fmt.Errorf("its installation %s is inside %s, which the agent can write: the server would run code the agent can change; install it elsewhere (e.g. npm install --prefix /var/cache/ctx/npm) and give that command", p, dir)
 		}
 	}
@@ -179,7 +182,7 @@ func httpServer(raw string, headers int, r MCPRules) (*mcpconf.Server, error) {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	a, perr := netip.ParseAddr(host)
-	switch {
+	switch { // spec: V3 — the agent's own network grants, nothing wider
 	case perr == nil:
 		target := net.JoinHostPort(host, port)
 		ap, err := netpolicy.ParseLocal(target)
