@@ -3,9 +3,11 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // acpxLine is one JSON-RPC message acpx printed with --format json (what
@@ -189,10 +193,10 @@ func TestACPXDrivesCtx(t *testing.T) {
 		"name": "ed", "command": binDir + "/mcpfake", "args": []string{"ok"},
 		"env": []map[string]string{{"name": "ED_TOKEN", "value": secret}},
 	}, map[string]any{"name": "every", "command": npmBin(npm, "everything"), "args": []string{}, "env": []any{}})
-	mcp := []string{"--mcp-config", cfg}
+	mcpArgs := []string{"--mcp-config", cfg}
 
 	// initialize and session/new: the session exists on disk at once.
-	r := w.acpx(acpx, "demo", ws, append(mcp, "sessions", "new")...)
+	r := w.acpx(acpx, "demo", ws, append(mcpArgs, "sessions", "new")...)
 	sid := ""
 	for _, l := range r.lines {
 		if l.Action == "session_ensured" {
@@ -215,7 +219,7 @@ func TestACPXDrivesCtx(t *testing.T) {
 
 	// A second acpx process: session/load before any prompt, then a
 	// streamed prompt.
-	r = w.acpx(acpx, "demo", ws, append(mcp, "prompt", "echo hello acpx")...)
+	r = w.acpx(acpx, "demo", ws, append(mcpArgs, "prompt", "echo hello acpx")...)
 	var caps struct {
 		AgentCapabilities struct {
 			LoadSession     bool `json:"loadSession"`
@@ -249,7 +253,7 @@ func TestACPXDrivesCtx(t *testing.T) {
 	}
 
 	// Permission: rejected, then allowed.
-	r = w.acpx(acpx, "demo", ws, append(mcp, "--deny-all", "prompt", "tool mark")...)
+	r = w.acpx(acpx, "demo", ws, append(mcpArgs, "--deny-all", "prompt", "tool mark")...)
 	if m := strings.Join(r.methods(), " "); !strings.Contains(m, "session/request_permission") || r.stopReason() != "end_turn" || !strings.Contains(r.text(), "denied") {
 		t.Errorf("denied call: %s / %q", m, r.text())
 	}
@@ -258,7 +262,7 @@ func TestACPXDrivesCtx(t *testing.T) {
 	}
 	// Another text: the same text right after a load is taken as the
 	// editor retrying the last prompt, and replayed (P4).
-	r = w.acpx(acpx, "demo", ws, append(mcp, "--approve-all", "prompt", "tool mark again")...)
+	r = w.acpx(acpx, "demo", ws, append(mcpArgs, "--approve-all", "prompt", "tool mark again")...)
 	if r.stopReason() != "end_turn" || !strings.Contains(r.text(), "ok:ran") {
 		t.Errorf("allowed call: %q\n%s", r.text(), r.stdout)
 	}
@@ -268,11 +272,11 @@ func TestACPXDrivesCtx(t *testing.T) {
 
 	// The editor's MCP server: listed by tsh, its tool called with the
 	// env value the editor gave (seen only by the server).
-	r = w.acpx(acpx, "demo", ws, append(mcp, "--approve-all", "prompt", "tool tsh list")...)
+	r = w.acpx(acpx, "demo", ws, append(mcpArgs, "--approve-all", "prompt", "tool tsh list")...)
 	if !strings.Contains(r.text(), "ed.getenv") || !strings.Contains(r.text(), "every.echo") {
 		t.Errorf("tsh list does not show the editor's server: %q", r.text())
 	}
-	r = w.acpx(acpx, "demo", ws, append(mcp, "--approve-all", "prompt", "tool tsh call ed.getenv name=ED_TOKEN")...)
+	r = w.acpx(acpx, "demo", ws, append(mcpArgs, "--approve-all", "prompt", "tool tsh call ed.getenv name=ED_TOKEN")...)
 	if r.stopReason() != "end_turn" || !strings.Contains(r.text(), "ok:ED_TOKEN set=true") {
 		t.Errorf("MCP call: %q\n%s\n%s", r.text(), r.stdout, r.stderr)
 	}
@@ -283,13 +287,13 @@ func TestACPXDrivesCtx(t *testing.T) {
 			t.Errorf("pid %d has the MCP env value on its command line: %q", pid, b)
 		}
 	}
-	r = w.acpx(acpx, "demo", ws, append(mcp, "--approve-all", "prompt", "tool tsh call every.echo message=from-the-editor")...)
+	r = w.acpx(acpx, "demo", ws, append(mcpArgs, "--approve-all", "prompt", "tool tsh call every.echo message=from-the-editor")...)
 	if r.stopReason() != "end_turn" || !strings.Contains(r.text(), "ok:Echo: from-the-editor") {
 		t.Errorf("the real server's call: %q\n%s\n%s", r.text(), r.stdout, r.stderr)
 	}
 
 	// Cancel from another acpx process while a prompt streams.
-	long := w.acpxCmd(acpx, "demo", ws, append(mcp, "prompt", "sleep 30")...)
+	long := w.acpxCmd(acpx, "demo", ws, append(mcpArgs, "prompt", "sleep 30")...)
 	out := &syncBuffer{}
 	long.Stdout, long.Stderr = out, out
 	if err := long.Start(); err != nil {
@@ -317,7 +321,7 @@ func TestACPXDrivesCtx(t *testing.T) {
 	}
 
 	// A load after the prompts still works and the next prompt runs.
-	r = w.acpx(acpx, "demo", ws, append(mcp, "prompt", "echo after")...)
+	r = w.acpx(acpx, "demo", ws, append(mcpArgs, "prompt", "echo after")...)
 	if r.stopReason() != "end_turn" || !strings.Contains(r.text(), "echo: after") {
 		t.Errorf("prompt after load: %q\n%s", r.text(), r.stdout)
 	}
@@ -384,18 +388,28 @@ func TestACPXDrivesCtx(t *testing.T) {
 // answer a JSON-RPC error naming it and why — `npx` (with the install fix)
 // and an http URL the agent's network grants do not reach — and nothing is
 // made; with `net local` granting the URL's address the same http server
-// is accepted. spec: issue 25 (never a silent drop)
+// is accepted and its tool called. spec: V3, issue 25 (never a silent drop)
 func TestACPXRefusesMCPServers(t *testing.T) {
 	acpx := acpAgentBin(t, "acpx")
 	w := newWorld(t)
 	w.start()
 	w.agent("demo", nil)
 	ws := w.workspace()
+	// A streamable HTTP MCP server on this host's loopback (the SDK's).
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "webfake", Version: "1"}, nil)
+	type pingIn struct {
+		Word string `json:"word"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "Answers pong"}, func(ctx context.Context, _ *mcp.CallToolRequest, in pingIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong " + in.Word}}}, nil, nil
+	})
+	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	go hs.Serve(ln)
+	defer hs.Close()
 	url := "http://" + ln.Addr().String() + "/mcp"
 	dir := filepath.Dir(w.root)
 
@@ -448,5 +462,10 @@ func TestACPXRefusesMCPServers(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(w.root, "home", strconv.Itoa(os.Getuid()), "secrets", "mcp-session", "demo", sid, "mcp.json"))
 	if err != nil || !strings.Contains(string(b), url) {
 		t.Errorf("declaration: %v %s", err, b)
+	}
+	// ... and its tool is called through tsh.
+	r = w.acpx(acpx, "demo", ws, "--mcp-config", acpxMCPConfig(t, dir, map[string]any{"name": "web", "type": "http", "url": url, "headers": []any{}}), "prompt", "tool tsh call web.ping word=loopback")
+	if r.stopReason() != "end_turn" || !strings.Contains(r.text(), "ok:pong loopback") {
+		t.Errorf("http server call: %q\n%s\n%s", r.text(), r.stdout, r.stderr)
 	}
 }
