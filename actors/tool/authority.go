@@ -67,7 +67,7 @@ func check(ctx context.Context, cfg *config.Config, call Call) (*prepared, *Resu
 	}
 	if target != "" && call.Name == "tsh" {
 		// issue 13: SERVER.TOOL of a declared MCP server is called by the host.
-		decl, err := mcpTarget(cfg, def, target)
+		decl, err := mcpTarget(cfg, call.View, target)
 		if err != nil {
 			return deny(LayerMCP, "MCP declarations are invalid, failing closed: "+err.Error())
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcpconf"
 	"github.com/cortexfs/ctx/internal/mcphost"
+	"github.com/cortexfs/ctx/internal/mcpinstall"
 	"github.com/cortexfs/ctx/internal/policy"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/ipc"
@@ -29,9 +30,11 @@ type mcpPrepared struct {
 	tool   *mcphost.Tool
 }
 
-// Decls are the MCP servers the agent sees: the user's mcp.json, with the
-// agent's own .d/mcp.json replacing servers of the same name (issue 13).
-func Decls(l layout.Layout, def *agentdef.Def) (map[string]*mcpconf.Server, error) {
+// Decls are the MCP servers a session of the agent sees: the user's
+// mcp.json, with the agent's own .d/mcp.json replacing servers of the same
+// name, and for a private session the servers its editor declared over ACP
+// (mcpinstall.SessionFile) replacing both.
+func Decls(l layout.Layout, def *agentdef.Def, scope, session string) (map[string]*mcpconf.Server, error) {
 	user, err := mcpconf.Load(filepath.Join(l.UserHome(), mcpconf.FileName))
 	if err != nil {
 		return nil, err
@@ -40,7 +43,19 @@ func Decls(l layout.Layout, def *agentdef.Def) (map[string]*mcpconf.Server, erro
 	if err != nil {
 		return nil, err
 	}
-	return mcpconf.Merge(user, agent), nil
+	out := mcpconf.Merge(user, agent)
+	if (scope == "" || scope == layout.ScopePrivate) && layout.CheckName("session", session) == nil {
+		own, err := mcpconf.Load(mcpinstall.SessionFile(l, def.Name, session))
+		if err != nil {
+			return nil, err
+		}
+		for n, s := range own.Servers {
+			c := *s
+			c.EnvPath = mcpinstall.SessionEnvFile(l, def.Name, session, n)
+			out[n] = &c
+		}
+	}
+	return out, nil
 }
 
 // decideMCP is the policy verdict on SERVER.TOOL: the agent policy alone
@@ -76,12 +91,12 @@ func checkMCP(ctx context.Context, cfg *config.Config, call Call, target string,
 
 // mcpTarget says whether `tsh call TARGET` names a tool of a declared MCP
 // server; an unreadable declaration file is reported (fail closed).
-func mcpTarget(cfg *config.Config, def *agentdef.Def, target string) (*mcpconf.Server, error) {
+func mcpTarget(cfg *config.Config, v sandbox.View, target string) (*mcpconf.Server, error) {
 	server, tool, ok := mcphost.SplitName(target)
 	if !ok || mcpconf.CheckName(server) != nil || tool == "" {
 		return nil, nil
 	}
-	decls, err := Decls(cfg.Layout, def)
+	decls, err := Decls(cfg.Layout, v.Def, scopeOf(v), v.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +123,7 @@ var listingCommands = map[string]bool{"list": true, "load": true, "pin": true, "
 // declaration and no listing yet: nothing is written.
 func refreshListing(ctx context.Context, cfg *config.Config, v sandbox.View) {
 	path := filepath.Join(v.Layout.SessionDir(v.Def.Name, scopeOf(v), v.Session), mcpconf.ListingFileName)
-	decls, err := Decls(cfg.Layout, v.Def)
+	decls, err := Decls(cfg.Layout, v.Def, scopeOf(v), v.Session)
 	l := &mcpconf.Listing{}
 	if err != nil {
 		l.Errors = append(l.Errors, mcpconf.ServerError{Server: "*", Error: err.Error()})

@@ -37,6 +37,12 @@ type Options struct {
 	// SessionExists reports whether a private ctx session of the agent has
 	// a directory (session/load of anything else is refused).
 	SessionExists func(session string) bool
+	// MCPRules judges an editor's mcpServers (session/new, session/load);
+	// nil refuses any server.
+	MCPRules func(workspace string) (MCPRules, error)
+	// SaveMCP makes the judged servers those of the session (SaveMCP with
+	// the layout); nil refuses any server.
+	SaveMCP func(session string, es *EditorServers) error
 	// Version is ctx's version for initialize's agentInfo.
 	Version string
 	Log     *slog.Logger
@@ -103,6 +109,9 @@ func (a *Agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession:        true,
 			PromptCapabilities: acp.PromptCapabilities{Image: false, Audio: false, EmbeddedContext: false},
+			// stdio servers always; http where the agent's network grants
+			// reach the URL (else session/new says why); no SSE.
+			McpCapabilities: acp.McpCapabilities{Http: true, Sse: false},
 		},
 		AgentInfo:   &acp.Implementation{Name: "ctx", Title: acp.Ptr("ctx agent " + a.opt.Agent), Version: a.opt.Version},
 		AuthMethods: []acp.AuthMethod{},
@@ -116,20 +125,96 @@ func (a *Agent) Authenticate(ctx context.Context, p acp.AuthenticateRequest) (ac
 
 // NewSession makes a fresh ctx session named "acp-" and 16 random hex
 // digits; the ACP sessionId is that name. The editor's cwd becomes the
-// workspace of every prompt, judged now like any workspace.
+// workspace of every prompt, judged now like any workspace. The session is
+// durable when this answers: the pinned resume op makes the daemon's
+// session store create its directory and log, so a session/load from
+// another process finds it before any prompt. The editor's mcpServers
+// become the session's own MCP servers, or the answer is an error naming
+// the one ctx cannot honour (nothing is made then).
 func (a *Agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
 	ws, err := a.workspace(p.Cwd)
+	if err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	es, err := a.editorServers(ws, p.McpServers)
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	name := "acp-" + hex.EncodeToString(b[:])
+	if _, err := a.resume(ctx, name, nil); err != nil { // spec: L4 — the session exists apart from this process
+		return acp.NewSessionResponse{}, err
+	}
+	if err := a.saveServers(name, es); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
 	a.mu.Lock()
 	a.sessions[name] = &session{name: name, workspace: ws}
 	a.mu.Unlock()
-	a.opt.Log.Info("acp session/new", "session", name, "workspace", ws)
+	a.opt.Log.Info("acp session/new", "session", name, "workspace", ws, "mcp_servers", len(es.Servers))
 	return acp.NewSessionResponse{SessionId: acp.SessionId(name)}, nil
+}
+
+// editorServers judges the editor's mcpServers.
+func (a *Agent) editorServers(ws string, list []acp.McpServer) (*EditorServers, error) {
+	if len(list) == 0 {
+		return &EditorServers{}, nil
+	}
+	if a.opt.MCPRules == nil || a.opt.SaveMCP == nil {
+		return nil, MCPError(serverName(list[0]), "this ctx acp takes no MCP servers")
+	}
+	r, err := a.opt.MCPRules(ws)
+	if err != nil {
+		return nil, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("mcpServers: %v", err)})
+	}
+	return ConvertMCP(list, r)
+}
+
+// saveServers makes es the session's servers (none: any earlier removed).
+func (a *Agent) saveServers(name string, es *EditorServers) error {
+	if a.opt.SaveMCP == nil {
+		return nil
+	}
+	if err := a.opt.SaveMCP(name, es); err != nil {
+		return acp.NewInternalError(map[string]any{"error": err.Error()})
+	}
+	return nil
+}
+
+// resume sends the pinned resume op for the private session name and
+// hands each stored frame to each (nil: drops them) until caught_up. For
+// a session with no directory yet the daemon's store creates it (the
+// directory, an empty events.jsonl), which is what makes session/new
+// durable.
+func (a *Agent) resume(ctx context.Context, name string, each func(*ipc.Frame) error) (int, error) {
+	c, err := a.opt.Dial(ctx)
+	if err != nil {
+		return 0, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("agent %s: %v", a.opt.Agent, err)})
+	}
+	defer c.Close()
+	if err := c.Send(map[string]string{"op": ipc.OpResume, "session": name, "scope": "private"}); err != nil {
+		return 0, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("resume %s: %v", name, err)})
+	}
+	n := 0
+	for {
+		f, _, err := c.Next()
+		if err != nil {
+			return n, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("resume %s: %v", name, err)})
+		}
+		if f.Type == ipc.TypeCaughtUp {
+			return n, nil
+		}
+		if f.Type == ipc.TypeError && f.Run == "" {
+			return n, RequestError(f.Code, f.Message)
+		}
+		n++
+		if each != nil {
+			if err := each(f); err != nil {
+				return n, err
+			}
+		}
+	}
 }
 
 func (a *Agent) workspace(cwd string) (string, error) {
@@ -156,35 +241,29 @@ func (a *Agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
-	c, err := a.opt.Dial(ctx)
+	es, err := a.editorServers(ws, p.McpServers)
 	if err != nil {
-		return acp.LoadSessionResponse{}, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("agent %s: %v", a.opt.Agent, err)})
-	}
-	defer c.Close()
-	if err := c.Send(map[string]string{"op": ipc.OpResume, "session": name, "scope": "private"}); err != nil {
-		return acp.LoadSessionResponse{}, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("resume %s: %v", name, err)})
+		return acp.LoadSessionResponse{}, err
 	}
 	s := &session{name: name, workspace: ws, loaded: true}
-	for {
-		f, _, err := c.Next()
-		if err != nil {
-			return acp.LoadSessionResponse{}, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("resume %s: %v", name, err)})
-		}
-		if f.Type == ipc.TypeCaughtUp {
-			break
-		}
-		if f.Type == ipc.TypeError && f.Run == "" {
-			return acp.LoadSessionResponse{}, RequestError(f.Code, f.Message)
-		}
+	_, err = a.resume(ctx, name, func(f *ipc.Frame) error {
 		if f.Type == ipc.TypeUser {
 			s.turns++
 			s.lastID, s.lastText = f.ID, f.Text
 		}
 		for _, u := range Updates(f, true) {
 			if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
-				return acp.LoadSessionResponse{}, fmt.Errorf("session/load %s: %w", name, err)
+				return fmt.Errorf("session/load %s: %w", name, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return acp.LoadSessionResponse{}, err
+	}
+	// The servers the editor sends now are the session's from now on.
+	if err := a.saveServers(name, es); err != nil {
+		return acp.LoadSessionResponse{}, err
 	}
 	a.mu.Lock()
 	a.sessions[name] = s

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/acpbridge"
 	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/mcpinstall"
 	"github.com/cortexfs/ctx/internal/version"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
@@ -50,6 +51,23 @@ func (c *AcpCmd) Run(env *Env) error {
 		SessionExists: func(session string) bool {
 			_, err := os.Stat(env.Layout.SessionDir(c.Name, "private", session))
 			return err == nil
+		},
+		MCPRules: func(ws string) (acpbridge.MCPRules, error) {
+			def, err := agentdef.Load(env.Layout, c.Name)
+			if err != nil {
+				// An invalid definition refuses every server (fail closed).
+				return acpbridge.MCPRules{}, err
+			}
+			writable := []string{ws, env.Layout.AgentHome(c.Name)}
+			for _, m := range def.Mounts {
+				if m.Write {
+					writable = append(writable, m.Src)
+				}
+			}
+			return acpbridge.MCPRules{Resolve: mcpinstall.DefaultResolver().Resolve, Net: def.Net(), Cwd: ws, Writable: writable}, nil
+		},
+		SaveMCP: func(session string, es *acpbridge.EditorServers) error {
+			return acpbridge.SaveMCP(env.Layout, c.Name, session, es)
 		},
 		Version: version.Version,
 		Log:     log,

@@ -78,6 +78,11 @@ type Server struct {
 	// Binds are host paths of the server's own installation, bound
 	// read-only at the same path inside its sandbox (computed at add time).
 	Binds []string `json:"binds,omitempty"`
+	// EnvPath, when set, is the owner-only file holding the values of Env
+	// instead of home/<uid>/secrets/mcp/<name>.env: a session's servers
+	// (declared by an editor over ACP) keep theirs with their declaration.
+	// It is never read from or written to a declaration file.
+	EnvPath string `json:"-"`
 }
 
 var (

@@ -823,7 +823,11 @@ func (m *Manager) addSecrets(env map[string]string, t Target) error {
 	if len(t.Decl.Env) == 0 {
 		return nil
 	}
-	vals, err := ReadEnv(m.o.Layout, t.Name)
+	path := t.Decl.EnvPath
+	if path == "" {
+		path = EnvFile(m.o.Layout, t.Name)
+	}
+	vals, err := ReadEnvFile(m.o.Layout, path)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/mcpinstall"
 )
 
 // TrashName is the directory, inside an agent's sessions directory of one
@@ -65,6 +66,13 @@ func Remove(l layout.Layout, agent, scope, session string) error {
 		return fmt.Errorf("remove session %s: delete %s: %w", session, dst, err)
 	}
 	sweep(trash)
+	if scope == layout.ScopePrivate {
+		// The MCP servers its editor declared (and their env values) go
+		// with the session: a later session of the same name never sees them.
+		if err := os.RemoveAll(mcpinstall.SessionDir(l, agent, session)); err != nil {
+			return fmt.Errorf("remove session %s: its MCP servers: %w", session, err)
+		}
+	}
 	return nil
 }
 
