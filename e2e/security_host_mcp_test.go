@@ -1,14 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cortexfs/ctx/internal/cgroup"
 )
@@ -260,5 +265,46 @@ func TestSecurityHostMCPNetwork(t *testing.T) {
 	}
 	if out := call("b", "nonet.dial", "addr=127.0.0.1:3128"); !strings.Contains(out, "dial=refused") {
 		t.Errorf("a server without --net has its agent's network: %q", out)
+	}
+}
+
+// spec: V3 — an MCP server declared by URL is reached by the daemon itself,
+// through the agent's network policy: a name that resolves to the host's
+// loopback is refused like the address would be, unless the agent's
+// .d/mount grants that exact address with `net local`.
+func TestSecurityHostMCPURLByName(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "webfake", Version: "1"}, nil)
+	type pingIn struct {
+		Word string `json:"word"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "Answers pong"}, func(ctx context.Context, _ *mcp.CallToolRequest, in pingIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong " + in.Word}}}, nil, nil
+	})
+	var hits atomic.Int64
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { hits.Add(1); h.ServeHTTP(rw, r) })}
+	go hs.Serve(ln)
+	defer hs.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	w.agent("a", nil)
+	w.agent("b", map[string]string{"mount": "net local " + ln.Addr().String() + "\n"})
+	w.mustCtx("mcp", "add", "web", "--net", "--url", "http://localhost:"+strconv.Itoa(port)+"/mcp")
+	ws := w.workspace()
+	r := w.tsh(ws, "a", "call", "web.ping", "word=x")
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "loopback") {
+		t.Errorf("a URL server named localhost was reached without a grant: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the refused server got %d requests", n)
+	}
+	r = w.tsh(ws, "b", "call", "web.ping", "word=granted")
+	if r.code != 0 || !strings.Contains(r.stdout, "pong granted") {
+		t.Errorf("granted: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -209,6 +209,16 @@ func listenInProcess(netns *os.File, listens []netip.AddrPort) ([]*os.File, erro
 // broken check fails a test without a packet to any other address.
 const EnvLoopbackOnly = "CTX_EGRESS_LOOPBACK_ONLY"
 
+// ForDaemon is a Proxy for the daemon's own connections on an agent's
+// behalf (DialContext), honouring EnvLoopbackOnly like a sandbox's proxy.
+func ForDaemon(pol netpolicy.Policy) *Proxy {
+	p := &Proxy{Policy: pol}
+	if os.Getenv(EnvLoopbackOnly) == "1" {
+		p.Dialer = loopbackOnly{}
+	}
+	return p
+}
+
 // loopbackOnly is the dialer under EnvLoopbackOnly.
 type loopbackOnly struct{}
 

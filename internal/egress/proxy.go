@@ -233,6 +233,22 @@ func (p *Proxy) Resolve(ctx context.Context, target string) ([]netip.AddrPort, e
 	return ok, nil
 }
 
+// DialContext connects to addr (HOST:PORT) for the daemon itself acting
+// for an agent — an MCP server declared by URL — with the same one check as
+// a sandbox's connection: the name is resolved once, each address judged by
+// Policy, and only a judged address dialled. A name that resolves to the
+// host's loopback or private networks is refused unless granted. spec: V3
+func (p *Proxy) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	if network != "tcp" && network != "tcp4" && network != "tcp6" {
+		return nil, fmt.Errorf("%s %s: only tcp is dialled", network, addr)
+	}
+	addrs, err := p.Resolve(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return p.connect(ctx, addr, addrs)
+}
+
 // connect dials the first of addrs that answers (each already checked).
 func (p *Proxy) connect(ctx context.Context, target string, addrs []netip.AddrPort) (net.Conn, error) {
 	var last error

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -39,6 +40,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/cgroup"
+	"github.com/cortexfs/ctx/internal/egress"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/mcpconf"
@@ -543,7 +545,8 @@ func (m *Manager) start(ctx context.Context, t Target) (*conn, error) {
 	var transport mcp.Transport
 	var held *sandbox.Held
 	if t.Decl.URL != "" {
-		transport = &mcp.StreamableClientTransport{Endpoint: t.Decl.URL, MaxRetries: -1}
+		transport = &mcp.StreamableClientTransport{Endpoint: t.Decl.URL, MaxRetries: -1,
+			HTTPClient: urlClient(t)}
 	} else {
 		p, h, g, err := m.spawn(t)
 		if err != nil {
@@ -709,6 +712,30 @@ func serverNetwork(spec *bwrap.Spec, net bool, local []netip.AddrPort) {
 		spec.Env = map[string]string{}
 	}
 	maps.Copy(spec.Env, pol.Env())
+}
+
+// urlClient is the HTTP client the daemon reaches a URL server with: every
+// connection (redirects included) goes through the same policy as a
+// sandbox's egress — public addresses with the declaration's net, and only
+// the agent's own `net local` grants besides — so a name that resolves to
+// the host's loopback or a private network is refused, not dialled. The
+// daemon's own proxy settings are not used. spec: V3
+func urlClient(t Target) *http.Client {
+	var local []netip.AddrPort
+	if t.View.Def != nil {
+		local = t.View.Def.NetLocal
+	}
+	p := egress.ForDaemon(netpolicy.Policy{Public: t.Decl.Net, Local: local})
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           p.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          4,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{Transport: tr}
 }
 
 func harden(spec *bwrap.Spec) {
