@@ -397,12 +397,27 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			// Never followed, never bound: a symlinked .git is only reported.
 			continue
 		case v.Placeholders != nil && top:
-			f, release, err := v.Placeholders.Acquire(d.File, e.Rel, workspace.IsDirName(path.Base(e.Rel)))
+			isDir := workspace.IsDirName(path.Base(e.Rel))
+			f, ph, release, err := v.Placeholders.Acquire(d.File, e.Rel, isDir)
 			if err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}
 			h.releases = append(h.releases, release)
-			mount(&s.Mounts, f, src, at, false)
+			if !ph {
+				mount(&s.Mounts, f, src, at, false)
+				break
+			}
+			// The placeholder is only the host's mount point: the sandbox
+			// sees an absent source over it — nothing below a directory
+			// name (ENOENT), an empty unwritable file at a file name — never
+			// the placeholder's mode-000 entry (EACCES kills agents that
+			// read their config at start).
+			f.Close()
+			af, apath, err := workspace.AbsentSource(v.Layout.Runtime, isDir)
+			if err != nil {
+				return fmt.Errorf("protected path %s: %w", src, err)
+			}
+			mount(&s.Mounts, af, apath, at, false)
 		case e.Kind == workspace.KindAbsent:
 			continue // no placeholder without a registry
 		default:
