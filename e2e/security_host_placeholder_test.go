@@ -190,3 +190,38 @@ func callToolAsync(w *world, agent, ws string, name string, args ...string) <-ch
 	}()
 	return out
 }
+
+// TestSecurityHostPlaceholderACPFS: an ACP agent's fs requests see the
+// absent protected names as its processes do, answered as a missing file
+// (-32002, resource not found) — .mcp.json, .envrc, .claude/settings.json
+// and .claude itself — and its writes there are refused with the host
+// untouched.
+func TestSecurityHostPlaceholderACPFS(t *testing.T) {
+	w, marker := acpWorld(t, "auto")
+	home := t.TempDir()
+	repo, ws := hostPlaceholderRepo(t, home, false)
+	reads := []string{"/workspace/.mcp.json", "/workspace/.envrc", "/workspace/.claude/settings.json", "/workspace/.claude", "/workspace/.bashrc"}
+	writes := []string{"/workspace/.mcp.json", "/workspace/.claude/settings.json", "/workspace/.envrc"}
+	var ops []acpFSOp
+	for _, p := range reads {
+		ops = append(ops, acpFSOp{"read", p, ""})
+	}
+	for _, p := range writes {
+		ops = append(ops, acpFSOp{"write", p, `{"mcpServers":{"x":{"command":"/bin/sh"}}}`})
+	}
+	res := acpFS(t, w, "fs-ph", ws, ops)
+	for _, p := range reads {
+		if r := res["read:"+p]; r.OK || !strings.Contains(r.String(), "-32002") {
+			t.Errorf("read %s: %s, want resource-not-found -32002", p, r)
+		}
+	}
+	for _, p := range writes {
+		if r := res["write:"+p]; !refused(r) {
+			t.Errorf("write %s not refused: %s", p, r)
+		}
+	}
+	noProcs(t, marker)
+	names := append(append([]string{}, absentDirNames...), absentFileNames...)
+	waitFor(t, "no placeholder after the run", 10*time.Second, func() bool { return len(placeholdersIn(ws, names)) == 0 })
+	gitClean(t, home, repo, "after the run")
+}
