@@ -159,6 +159,32 @@ type Held struct {
 	files    []*os.File
 	releases []func()
 	warnings []string
+	// absent: the absent sources (file, directory) opened once per view;
+	// each bind gets a duplicate (bwrap closes a --bind-fd descriptor).
+	absent     [2]*os.File
+	absentPath [2]string
+}
+
+// absentSource is a new descriptor of the absent source for a directory
+// or file name (workspace.AbsentSource), checked once per view.
+func (h *Held) absentSource(runtime string, isDir bool) (*os.File, string, error) {
+	i := 0
+	if isDir {
+		i = 1
+	}
+	if h.absent[i] == nil {
+		f, p, err := workspace.AbsentSource(runtime, isDir)
+		if err != nil {
+			return nil, "", err
+		}
+		h.files = append(h.files, f) // closed by Started
+		h.absent[i], h.absentPath[i] = f, p
+	}
+	fd, err := unix.FcntlInt(h.absent[i].Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("absent source: %w", err)
+	}
+	return os.NewFile(uintptr(fd), h.absentPath[i]), h.absentPath[i], nil
 }
 
 // Warnings are what the run should be told about this sandbox: a
@@ -180,6 +206,7 @@ func (h *Held) Started() {
 		f.Close()
 	}
 	h.files = nil
+	h.absent = [2]*os.File{}
 }
 
 // Ended releases the placeholders (the last use removes them) and closes
@@ -413,7 +440,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			// the placeholder's mode-000 entry (EACCES kills agents that
 			// read their config at start).
 			f.Close()
-			af, apath, err := workspace.AbsentSource(v.Layout.Runtime, isDir)
+			af, apath, err := h.absentSource(v.Layout.Runtime, isDir)
 			if err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}
