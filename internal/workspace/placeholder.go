@@ -100,6 +100,15 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, ph
 		// A FIFO, not an empty file: git lists untracked regular files
 		// and symlinks only. Never opened by the daemon (O_PATH only).
 		err = unix.Mkfifoat(int(parent.Fd()), name, PlaceholderFileMode)
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+			// A filesystem without FIFOs (vfat, some FUSE): the empty
+			// mode-000 file of older daemons, which git does list.
+			var fd int
+			fd, err = unix.Openat(int(parent.Fd()), name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fd)
+			}
+		}
 	}
 	created := err == nil
 	if err != nil && !errors.Is(err, unix.EEXIST) {
