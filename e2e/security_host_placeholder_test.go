@@ -58,7 +58,8 @@ func hostPlaceholderRepo(t *testing.T, home string, sub bool) (repo, ws string) 
 
 // TestSecurityHostPlaceholder: from inside a real run, every absent
 // protected name reads as absent — nothing below a directory name
-// (ENOENT), an empty file at a file name, never EACCES — and every route
+// (ENOENT), an empty file at a file name (.mcp.json: JSON declaring no
+// server), never EACCES — and every route
 // to create it (open O_CREAT, mkdir, rename onto, symlink, link, mkfifo,
 // remove, chmod) fails; meanwhile the host's `git status --porcelain`
 // (also -uall --ignored) is empty, in a repository as workspace and in a
@@ -116,8 +117,10 @@ func TestSecurityHostPlaceholder(t *testing.T) {
 							t.Errorf("%s = %q: created below an absent directory name", k, got[k])
 						}
 					}
-				} else if v := got["read:"+n]; v != "empty" && v != "ENOENT" {
-					t.Errorf("read:%s = %q, want it absent or empty (never EACCES)", n, v)
+				} else if v := got["read:"+n]; n == ".mcp.json" && v != `content:{"mcpServers":{}}` {
+					t.Errorf("read:%s = %q, want JSON declaring no server (never EACCES)", n, v)
+				} else if v != "empty" && n != ".mcp.json" {
+					t.Errorf("read:%s = %q, want it empty (never EACCES)", n, v)
 				}
 				routes := []string{"create", "mkdir", "rename", "symlink", "mkfifo", "remove", "chmod"}
 				if !isDir {

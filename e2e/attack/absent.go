@@ -18,7 +18,7 @@ import (
 // DIR is the workspace as the sandbox sees it; NAME is a directory name
 // when it ends in "/" (.claude/), else a file name. Each result is one
 // line OP:NAME=VALUE: for reads the errno name (ENOENT, EACCES, …) or
-// "empty" / "content"; for creation routes "ok" or the errno name. Then
+// "empty" / "content:" and its first 64 bytes; for creation routes "ok" or the errno name. Then
 // it creates READY (in the agent's home) and waits up to 60 s for GO, so
 // the host can look at the workspace while the run is alive.
 func init() {
@@ -83,7 +83,7 @@ func readOf(p string) string {
 	n, err := f.Read(b)
 	switch {
 	case n > 0:
-		return "content"
+		return "content:" + strings.TrimSpace(string(b[:n]))
 	case err != nil && !errors.Is(err, io.EOF):
 		return errno(err)
 	}

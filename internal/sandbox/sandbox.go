@@ -159,21 +159,27 @@ type Held struct {
 	files    []*os.File
 	releases []func()
 	warnings []string
-	// absent: the absent sources (file, directory) opened once per view;
+	// absent: the absent sources (by kind) opened once per view;
 	// each bind gets a duplicate (bwrap closes a --bind-fd descriptor).
-	absent     [2]*os.File
-	absentPath [2]string
+	absent     map[string]*os.File
+	absentPath map[string]string
 }
 
-// absentSource is a new descriptor of the absent source for a directory
-// or file name (workspace.AbsentSource), checked once per view.
-func (h *Held) absentSource(runtime string, isDir bool) (*os.File, string, error) {
-	i := 0
-	if isDir {
-		i = 1
+// absentSource is a new descriptor of the absent source for the protected
+// name (workspace.AbsentSource), each source checked once per view.
+func (h *Held) absentSource(runtime, name string) (*os.File, string, error) {
+	i := "file"
+	switch {
+	case workspace.IsDirName(name):
+		i = "dir"
+	case name == ".mcp.json":
+		i = name
+	}
+	if h.absent == nil {
+		h.absent, h.absentPath = map[string]*os.File{}, map[string]string{}
 	}
 	if h.absent[i] == nil {
-		f, p, err := workspace.AbsentSource(runtime, isDir)
+		f, p, err := workspace.AbsentSource(runtime, name)
 		if err != nil {
 			return nil, "", err
 		}
@@ -206,7 +212,7 @@ func (h *Held) Started() {
 		f.Close()
 	}
 	h.files = nil
-	h.absent = [2]*os.File{}
+	h.absent = nil
 }
 
 // Ended releases the placeholders (the last use removes them) and closes
@@ -440,7 +446,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			// the placeholder's mode-000 entry (EACCES kills agents that
 			// read their config at start).
 			f.Close()
-			af, apath, err := h.absentSource(v.Layout.Runtime, isDir)
+			af, apath, err := h.absentSource(v.Layout.Runtime, path.Base(e.Rel))
 			if err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}

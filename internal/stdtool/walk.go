@@ -249,7 +249,7 @@ func listDir(abs string, scope *ignoreScope, name string, scratch *[2][]string) 
 // isPlaceholder reports whether e is a placeholder of the sandbox: an
 // absent protected name (.envrc, .vscode, .bashrc …) at the workspace's
 // top, held by a read-only bind that keeps it from being created (README
-// "What the workspace may change"): an empty sticky read-only directory or
+// "What the workspace may change"): a sticky read-only directory or small
 // file (an absent source), or an older daemon's empty mode-000 entry. Only
 // dot names are looked at: every protected name is one, and it keeps the
 // lstat off other entries.
@@ -262,11 +262,10 @@ func isPlaceholder(e fs.DirEntry) bool {
 		return false
 	}
 	m := fi.Mode()
-	absent := m&fs.ModeSticky != 0 && m.Perm()&0o222 == 0
-	if !absent && m.Perm() != 0 {
-		return false
+	if m&fs.ModeSticky != 0 && m.Perm()&0o222 == 0 {
+		return fi.IsDir() || fi.Size() <= 64 // an absent .mcp.json declares no server
 	}
-	return fi.IsDir() || fi.Size() == 0
+	return m.Perm() == 0 && (fi.IsDir() || fi.Size() == 0)
 }
 
 // walkEntry is one entry a walk visits.

@@ -236,7 +236,7 @@ func TestWalkSkipsPlaceholders(t *testing.T) {
 	t.Cleanup(func() { os.Chmod(".vscode", 0o755) })
 	os.WriteFile(".secret", []byte("x"), 0o000)
 	// Today's absent sources: an empty sticky read-only file and directory.
-	os.WriteFile(".mcp.json", nil, 0o444)
+	os.WriteFile(".mcp.json", []byte(`{"mcpServers":{}}`+"\n"), 0o444)
 	os.Chmod(".mcp.json", 0o444|os.ModeSticky)
 	os.Mkdir(".claude", 0o555|os.ModeSticky)
 	os.Chmod(".claude", 0o555|os.ModeSticky)

@@ -124,8 +124,8 @@ func TestOpenRootNeedsTheChild(t *testing.T) {
 // empty directory alike; another empty file still reads as empty.
 func TestAbsentSourceIsNotExist(t *testing.T) {
 	run := t.TempDir()
-	for _, isDir := range []bool{false, true} {
-		f, _, err := workspace.AbsentSource(run, isDir)
+	for _, name := range []string{".envrc", ".claude", ".mcp.json"} {
+		f, _, err := workspace.AbsentSource(run, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func TestAbsentSourceIsNotExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for _, p := range []string{"/file", "/dir"} {
+	for _, p := range []string{"/file", "/dir", "/mcp.json"} {
 		if _, err := r.ReadFile(p, 1<<10); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("read %s: %v, want not exist", p, err)
 		}

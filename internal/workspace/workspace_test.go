@@ -361,3 +361,63 @@ func TestPlaceholdersShareTheirDirectory(t *testing.T) {
 		t.Errorf("placeholders left: %v", ents)
 	}
 }
+
+// Absent sources: made once with their exact modes and content, the same
+// inode on every later call, recognised by identity; a source someone
+// changed is refused rather than bound.
+func TestAbsentSource(t *testing.T) {
+	run := t.TempDir()
+	for _, c := range []struct {
+		name, content string
+		mode          uint32
+	}{{".claude", "", unix.S_IFDIR | AbsentDirMode}, {".envrc", "", unix.S_IFREG | AbsentFileMode}, {".mcp.json", `{"mcpServers":{}}` + "\n", unix.S_IFREG | AbsentFileMode}} {
+		f, p, err := AbsentSource(run, c.name)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var st unix.Stat_t
+		unix.Fstat(int(f.Fd()), &st)
+		f.Close()
+		if st.Mode != c.mode || !IsAbsentSource(st.Dev, st.Ino) {
+			t.Errorf("%s: %s mode %o, want %o; recognised %v", c.name, p, st.Mode, c.mode, IsAbsentSource(st.Dev, st.Ino))
+		}
+		if c.mode&unix.S_IFMT == unix.S_IFREG {
+			if b, _ := os.ReadFile(p); string(b) != c.content {
+				t.Errorf("%s reads %q", c.name, b)
+			}
+		}
+		f2, p2, err := AbsentSource(run, c.name)
+		if err != nil || p2 != p {
+			t.Fatalf("%s again: %s %v", c.name, p2, err)
+		}
+		var st2 unix.Stat_t
+		unix.Fstat(int(f2.Fd()), &st2)
+		f2.Close()
+		if st2.Ino != st.Ino {
+			t.Errorf("%s made again", c.name)
+		}
+	}
+	if IsAbsentSource(0, 1) {
+		t.Error("an unknown identity recognised")
+	}
+	// Changed: a file in the directory, content in the file.
+	dir := filepath.Join(run, "absent")
+	unix.Chmod(filepath.Join(dir, "dir"), 0o755)
+	os.WriteFile(filepath.Join(dir, "dir", "settings.json"), []byte("{}"), 0o644)
+	unix.Chmod(filepath.Join(dir, "dir"), AbsentDirMode)
+	if _, _, err := AbsentSource(run, ".claude"); err == nil {
+		t.Error("a directory source with a file in it was accepted")
+	}
+	unix.Chmod(filepath.Join(dir, "file"), 0o644)
+	os.WriteFile(filepath.Join(dir, "file"), []byte("echo planted\n"), 0o644)
+	unix.Chmod(filepath.Join(dir, "file"), AbsentFileMode)
+	if _, _, err := AbsentSource(run, ".bashrc"); err == nil {
+		t.Error("a file source with content was accepted")
+	}
+	unix.Chmod(filepath.Join(dir, "mcp.json"), 0o644)
+	os.WriteFile(filepath.Join(dir, "mcp.json"), []byte(`{"mcpServers":{"x":{}}}`+"\n"), 0o644)
+	unix.Chmod(filepath.Join(dir, "mcp.json"), AbsentFileMode)
+	if _, _, err := AbsentSource(run, ".mcp.json"); err == nil {
+		t.Error("a changed .mcp.json source was accepted")
+	}
+}
