@@ -159,6 +159,38 @@ type Held struct {
 	files    []*os.File
 	releases []func()
 	warnings []string
+	// absent: the absent sources (by kind) opened once per view;
+	// each bind gets a duplicate (bwrap closes a --bind-fd descriptor).
+	absent     map[string]*os.File
+	absentPath map[string]string
+}
+
+// absentSource is a new descriptor of the absent source for the protected
+// name (workspace.AbsentSource), each source checked once per view.
+func (h *Held) absentSource(runtime, name string) (*os.File, string, error) {
+	i := "file"
+	switch {
+	case workspace.IsDirName(name):
+		i = "dir"
+	case name == ".mcp.json":
+		i = name
+	}
+	if h.absent == nil {
+		h.absent, h.absentPath = map[string]*os.File{}, map[string]string{}
+	}
+	if h.absent[i] == nil {
+		f, p, err := workspace.AbsentSource(runtime, name)
+		if err != nil {
+			return nil, "", err
+		}
+		h.files = append(h.files, f) // closed by Started
+		h.absent[i], h.absentPath[i] = f, p
+	}
+	fd, err := unix.FcntlInt(h.absent[i].Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("absent source: %w", err)
+	}
+	return os.NewFile(uintptr(fd), h.absentPath[i]), h.absentPath[i], nil
 }
 
 // Warnings are what the run should be told about this sandbox: a
@@ -180,6 +212,7 @@ func (h *Held) Started() {
 		f.Close()
 	}
 	h.files = nil
+	h.absent = nil
 }
 
 // Ended releases the placeholders (the last use removes them) and closes
@@ -397,12 +430,27 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			// Never followed, never bound: a symlinked .git is only reported.
 			continue
 		case v.Placeholders != nil && top:
-			f, release, err := v.Placeholders.Acquire(d.File, e.Rel, workspace.IsDirName(path.Base(e.Rel)))
+			isDir := workspace.IsDirName(path.Base(e.Rel))
+			f, ph, release, err := v.Placeholders.Acquire(d.File, e.Rel, isDir)
 			if err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}
 			h.releases = append(h.releases, release)
-			mount(&s.Mounts, f, src, at, false)
+			if !ph {
+				mount(&s.Mounts, f, src, at, false)
+				break
+			}
+			// The placeholder is only the host's mount point: the sandbox
+			// sees an absent source over it — nothing below a directory
+			// name (ENOENT), an empty unwritable file at a file name — never
+			// the placeholder's mode-000 entry (EACCES kills agents that
+			// read their config at start).
+			f.Close()
+			af, apath, err := h.absentSource(v.Layout.Runtime, path.Base(e.Rel))
+			if err != nil {
+				return fmt.Errorf("protected path %s: %w", src, err)
+			}
+			mount(&s.Mounts, af, apath, at, false)
 		case e.Kind == workspace.KindAbsent:
 			continue // no placeholder without a registry
 		default:

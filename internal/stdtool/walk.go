@@ -248,18 +248,24 @@ func listDir(abs string, scope *ignoreScope, name string, scratch *[2][]string) 
 
 // isPlaceholder reports whether e is a placeholder of the sandbox: an
 // absent protected name (.envrc, .vscode, .bashrc …) at the workspace's
-// top, held by an empty entry of mode 000 so that it cannot be created
-// (README "What the workspace may change"). Only dot names are looked at:
-// every protected name is one, and it keeps the lstat off other entries.
+// top, held by a read-only bind that keeps it from being created (README
+// "What the workspace may change"): a sticky read-only directory or small
+// file (an absent source), or an older daemon's empty mode-000 entry. Only
+// dot names are looked at: every protected name is one, and it keeps the
+// lstat off other entries.
 func isPlaceholder(e fs.DirEntry) bool {
 	if !strings.HasPrefix(e.Name(), ".") || !(e.IsDir() || e.Type().IsRegular()) {
 		return false
 	}
 	fi, err := e.Info()
-	if err != nil || fi.Mode().Perm() != 0 {
+	if err != nil {
 		return false
 	}
-	return fi.IsDir() || fi.Size() == 0
+	m := fi.Mode()
+	if m&fs.ModeSticky != 0 && m.Perm()&0o222 == 0 {
+		return fi.IsDir() || fi.Size() <= 64 // an absent .mcp.json declares no server
+	}
+	return m.Perm() == 0 && (fi.IsDir() || fi.Size() == 0)
 }
 
 // walkEntry is one entry a walk visits.

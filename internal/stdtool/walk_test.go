@@ -235,8 +235,15 @@ func TestWalkSkipsPlaceholders(t *testing.T) {
 	os.Mkdir(".vscode", 0o000)
 	t.Cleanup(func() { os.Chmod(".vscode", 0o755) })
 	os.WriteFile(".secret", []byte("x"), 0o000)
+	// Today's absent sources: an empty sticky read-only file and directory.
+	os.WriteFile(".mcp.json", []byte(`{"mcpServers":{}}`+"\n"), 0o444)
+	os.Chmod(".mcp.json", 0o444|os.ModeSticky)
+	os.Mkdir(".claude", 0o555|os.ModeSticky)
+	os.Chmod(".claude", 0o555|os.ModeSticky)
+	os.WriteFile(".notes", nil, 0o444) // read-only and empty, not sticky: a real file
 	got, code := searchRun(t, "ls")
-	if code != 0 || strings.Contains(got, ".envrc") || strings.Contains(got, ".vscode") || !strings.Contains(got, ".secret") || !strings.Contains(got, "main.go") {
+	if code != 0 || strings.Contains(got, ".envrc") || strings.Contains(got, ".vscode") || !strings.Contains(got, ".secret") || !strings.Contains(got, "main.go") ||
+		strings.Contains(got, ".mcp.json") || strings.Contains(got, ".claude") || !strings.Contains(got, ".notes") {
 		t.Errorf("ls: exit %d\n%s", code, got)
 	}
 	got, _ = searchRun(t, "grep", "package")

@@ -17,6 +17,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // Errors a caller maps to wire codes.
@@ -271,6 +273,12 @@ func regular(fd int, p string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if workspace.IsAbsentSource(uint64(st.Dev), st.Ino) {
+		// An absent protected name: the view binds an absent source over
+		// the host's placeholder, so the agent is answered as for a name
+		// that does not exist (README "What the workspace may change").
+		return &os.PathError{Op: "open", Path: p, Err: unix.ENOENT}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("%s: %w", p, ErrNotRegular)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // tree is a view root with /workspace, a host file outside it, a symlink
@@ -114,5 +116,33 @@ func TestRootClose(t *testing.T) {
 func TestOpenRootNeedsTheChild(t *testing.T) {
 	if _, err := New(os.Getpid()).ReadFile("/x", 1); !errors.Is(err, ErrGone) {
 		t.Errorf("no child: %v", err)
+	}
+}
+
+// An absent source (what a view binds over an absent protected name) reads
+// as a missing file through the view, by identity: the empty file and the
+// empty directory alike; another empty file still reads as empty.
+func TestAbsentSourceIsNotExist(t *testing.T) {
+	run := t.TempDir()
+	for _, name := range []string{".envrc", ".claude", ".mcp.json"} {
+		f, _, err := workspace.AbsentSource(run, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	os.WriteFile(filepath.Join(run, "absent", "other"), nil, 0o644)
+	r, err := At(filepath.Join(run, "absent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, p := range []string{"/file", "/dir", "/mcp.json"} {
+		if _, err := r.ReadFile(p, 1<<10); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("read %s: %v, want not exist", p, err)
+		}
+	}
+	if b, err := r.ReadFile("/other", 1<<10); err != nil || len(b) != 0 {
+		t.Errorf("read /other: %q %v", b, err)
 	}
 }

@@ -13,9 +13,14 @@ import (
 )
 
 // Registry holds the placeholders the daemon created so that absent
-// protected names cannot be created from a sandbox. A placeholder is an
-// empty directory or file of mode 000 (the "signature"), created on the
-// host because a bind needs an existing mount point. It is shared by every
+// protected names cannot be created from a sandbox. A placeholder is the
+// host's mount point for a bind that keeps the name: an empty directory of
+// mode 01500 for a directory name, a FIFO of mode 000 for a file name (the
+// "signature"). Both are what `git status` never lists (git skips empty
+// directories and non-regular files, with or without --ignored), no host
+// program blocks on the FIFO without a reader's permission, and a readable
+// directory gives git no warning. Inside a sandbox the placeholder is never
+// seen: an absent source (AbsentSource) is bound over it. It is shared by every
 // sandbox using it and removed when the last one ended, if it is still the
 // same empty inode; one left by a crashed daemon carries the signature
 // and is adopted, then removed, by the next run in that directory.
@@ -52,14 +57,22 @@ func NewRegistry() *Registry {
 	return &Registry{held: map[phKey]*placeholder{}, dirs: map[safefs.Identity]*heldDir{}}
 }
 
+// Signature modes of placeholders (Registry).
+const (
+	PlaceholderDirMode  = 0o1500 // sticky, owner r-x: empty, unwritable, readable by the host's git
+	PlaceholderFileMode = 0      // a FIFO nobody but root may open
+)
+
 // Acquire returns an O_PATH descriptor of rel below top to bind read-only:
 // the existing file or directory, or a placeholder created now (a
-// directory when isDir). release ends this use; the last use of a
-// placeholder removes it when it is still empty and the same inode.
-func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, release func(), err error) {
+// directory when isDir, else a FIFO). ph says f is a placeholder: the
+// caller binds an absent source over it, never f itself. release ends
+// this use; the last use of a placeholder removes it when it is still
+// empty and the same inode.
+func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, ph bool, release func(), err error) {
 	parent, err := safefs.OpenBeneath(top, path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
-		return nil, nil, fmt.Errorf("placeholder %s: %w", rel, err)
+		return nil, false, nil, fmt.Errorf("placeholder %s: %w", rel, err)
 	}
 	keep := false
 	defer func() {
@@ -69,33 +82,47 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, re
 	}()
 	pid, err := safefs.ID(parent)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, nil, err
 	}
 	name := path.Base(rel)
 	k := phKey{pid, name}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if isDir {
-		err = unix.Mkdirat(int(parent.Fd()), name, 0)
+		// mkdir applies the umask; the signature needs the exact mode.
+		if err = unix.Mkdirat(int(parent.Fd()), name, 0); err == nil {
+			err = unix.Fchmodat(int(parent.Fd()), name, PlaceholderDirMode, 0)
+			if err != nil {
+				_ = unix.Unlinkat(int(parent.Fd()), name, unix.AT_REMOVEDIR)
+			}
+		}
 	} else {
-		var fd int
-		fd, err = unix.Openat(int(parent.Fd()), name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err == nil {
-			unix.Close(fd)
+		// A FIFO, not an empty file: git lists untracked regular files
+		// and symlinks only. Never opened by the daemon (O_PATH only).
+		err = unix.Mkfifoat(int(parent.Fd()), name, PlaceholderFileMode)
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+			// A filesystem without FIFOs (vfat, some FUSE): the empty
+			// mode-000 file of older daemons, which git does list.
+			var fd int
+			fd, err = unix.Openat(int(parent.Fd()), name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fd)
+			}
 		}
 	}
 	created := err == nil
 	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return nil, nil, fmt.Errorf("placeholder %s: %w", rel, err)
+		return nil, false, nil, fmt.Errorf("placeholder %s: %w", rel, err)
 	}
+	// O_PATH never opens a FIFO for reading: it cannot block.
 	f, err = safefs.OpenBeneath(parent, name, unix.O_PATH)
 	if err != nil {
-		return nil, nil, fmt.Errorf("placeholder %s: %w", rel, err)
+		return nil, false, nil, fmt.Errorf("placeholder %s: %w", rel, err)
 	}
 	id, err := safefs.ID(f)
 	if err != nil {
 		f.Close()
-		return nil, nil, err
+		return nil, false, nil, err
 	}
 	p := r.held[k]
 	switch {
@@ -116,10 +143,10 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, re
 		p = &placeholder{refs: 1, id: id, dir: isDir}
 		r.held[k] = p
 	default:
-		return f, func() {}, nil // a real file: bound read-only, never removed
+		return f, false, func() {}, nil // a real file: bound read-only, never removed
 	}
 	var once sync.Once
-	return f, func() { once.Do(func() { r.release(k) }) }, nil
+	return f, true, func() { once.Do(func() { r.release(k) }) }, nil
 }
 
 func (r *Registry) release(k phKey) {
@@ -151,23 +178,32 @@ func (r *Registry) release(k phKey) {
 	_ = unix.Unlinkat(int(parent.Fd()), k.name, flags)
 }
 
-// signature is 0 when name in parent is still a mode-000 directory or an
-// empty mode-000 file with identity id (id zero: any), else -1.
+// signature is 0 when name in parent is still a placeholder with identity
+// id (id zero: any), else -1: a directory of PlaceholderDirMode, a FIFO of
+// PlaceholderFileMode, or what an older daemon left (a mode-000 directory,
+// an empty mode-000 file), adopted after a crash all the same.
 func signature(parent *os.File, name string, id safefs.Identity) int {
 	var st unix.Stat_t
-	if unix.Fstatat(int(parent.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&0o7777 != 0 {
+	if unix.Fstatat(int(parent.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return -1
 	}
 	if (id != safefs.Identity{}) && (safefs.Identity{Dev: st.Dev, Ino: st.Ino}) != id {
 		return -1
 	}
+	perm := st.Mode & 0o7777
 	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		if perm == PlaceholderFileMode {
+			return 0
+		}
 	case unix.S_IFREG:
-		if st.Size == 0 {
+		if perm == 0 && st.Size == 0 {
 			return 0
 		}
 	case unix.S_IFDIR:
-		return 0 // emptiness is rmdir's own check (a mode-000 directory may not be readable)
+		if perm == PlaceholderDirMode || perm == 0 {
+			return 0 // emptiness is rmdir's own check
+		}
 	}
 	return -1
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cortexfs/ctx/internal/layout"
 )
 
@@ -162,13 +164,23 @@ func TestPlaceholders(t *testing.T) {
 	d, _ := Open(ws, Options{Homes: []string{}})
 	defer d.Close()
 	r := NewRegistry()
-	f1, rel1, err := r.Acquire(d.File, ".git", true)
+	f1, _, rel1, err := r.Acquire(d.File, ".git", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f2, rel2, _ := r.Acquire(d.File, ".git", true)
-	f3, rel3, _ := r.Acquire(d.File, ".bashrc", false)
-	f4, rel4, _ := r.Acquire(d.File, ".mcp.json", false)
+	f2, _, rel2, _ := r.Acquire(d.File, ".git", true)
+	f3, ph3, rel3, _ := r.Acquire(d.File, ".bashrc", false)
+	f4, ph4, rel4, _ := r.Acquire(d.File, ".mcp.json", false)
+	if ph3 || !ph4 {
+		t.Errorf("placeholder: real .bashrc %v, absent .mcp.json %v", ph3, ph4)
+	}
+	// What the host's git status never lists: a FIFO, an empty directory.
+	if fi, err := os.Lstat(filepath.Join(ws, ".mcp.json")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 || fi.Mode().Perm() != 0 {
+		t.Errorf(".mcp.json placeholder: %v %v, want a mode-000 FIFO", fi, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(ws, ".git")); err != nil || !fi.IsDir() || fi.Mode()&os.ModeSticky == 0 || fi.Mode().Perm() != 0o500 {
+		t.Errorf(".git placeholder: %v %v, want a directory of mode 01500", fi, err)
+	}
 	for _, f := range []*os.File{f1, f2, f3, f4} {
 		f.Close()
 	}
@@ -184,18 +196,29 @@ func TestPlaceholders(t *testing.T) {
 		t.Errorf("after release: %v", ents)
 	}
 	// A placeholder someone filled is not ours any more: kept.
-	_, rel, _ := r.Acquire(d.File, ".envrc", false)
+	_, _, rel, _ := r.Acquire(d.File, ".envrc", false)
 	os.Chmod(filepath.Join(ws, ".envrc"), 0o644)
 	rel()
 	if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err != nil {
 		t.Error("a changed placeholder was removed")
 	}
-	// A crashed daemon's leftover is adopted and removed.
+	// A crashed daemon's leftovers are adopted and removed: today's
+	// signatures and an older daemon's (mode-000 directory and file).
 	os.Mkdir(filepath.Join(ws, ".idea"), 0)
-	_, rel, _ = NewRegistry().Acquire(d.File, ".idea", true)
-	rel()
-	if _, err := os.Lstat(filepath.Join(ws, ".idea")); err == nil {
-		t.Error("a leftover placeholder was not removed")
+	os.Mkdir(filepath.Join(ws, ".codex"), 0)
+	unix.Chmod(filepath.Join(ws, ".codex"), 0o1500)
+	unix.Mkfifo(filepath.Join(ws, ".zshrc"), 0)
+	os.WriteFile(filepath.Join(ws, ".profile"), nil, 0)
+	for _, n := range []string{".idea", ".codex", ".zshrc", ".profile"} {
+		f, ph, rel, err := NewRegistry().Acquire(d.File, n, IsDirName(n))
+		if err != nil || !ph {
+			t.Fatalf("%s: leftover not adopted: %v", n, err)
+		}
+		f.Close()
+		rel()
+		if _, err := os.Lstat(filepath.Join(ws, n)); err == nil {
+			t.Errorf("a leftover placeholder %s was not removed", n)
+		}
 	}
 }
 
@@ -281,7 +304,7 @@ func BenchmarkPrepare(b *testing.B) {
 		var rels []func()
 		for _, e := range f.Entries {
 			if !strings.Contains(e.Rel, "/") {
-				pf, rel, err := r.Acquire(d.File, e.Rel, IsDirName(e.Rel))
+				pf, _, rel, err := r.Acquire(d.File, e.Rel, IsDirName(e.Rel))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -318,7 +341,7 @@ func TestPlaceholdersShareTheirDirectory(t *testing.T) {
 	r := NewRegistry()
 	var rels []func()
 	for _, name := range []string{".git", ".envrc", ".mcp.json", ".idea", ".vscode"} {
-		f, rel, err := r.Acquire(d.File, name, IsDirName(name))
+		f, _, rel, err := r.Acquire(d.File, name, IsDirName(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,5 +359,65 @@ func TestPlaceholdersShareTheirDirectory(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
 		t.Errorf("placeholders left: %v", ents)
+	}
+}
+
+// Absent sources: made once with their exact modes and content, the same
+// inode on every later call, recognised by identity; a source someone
+// changed is refused rather than bound.
+func TestAbsentSource(t *testing.T) {
+	run := t.TempDir()
+	for _, c := range []struct {
+		name, content string
+		mode          uint32
+	}{{".claude", "", unix.S_IFDIR | AbsentDirMode}, {".envrc", "", unix.S_IFREG | AbsentFileMode}, {".mcp.json", `{"mcpServers":{}}` + "\n", unix.S_IFREG | AbsentFileMode}} {
+		f, p, err := AbsentSource(run, c.name)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var st unix.Stat_t
+		unix.Fstat(int(f.Fd()), &st)
+		f.Close()
+		if st.Mode != c.mode || !IsAbsentSource(st.Dev, st.Ino) {
+			t.Errorf("%s: %s mode %o, want %o; recognised %v", c.name, p, st.Mode, c.mode, IsAbsentSource(st.Dev, st.Ino))
+		}
+		if c.mode&unix.S_IFMT == unix.S_IFREG {
+			if b, _ := os.ReadFile(p); string(b) != c.content {
+				t.Errorf("%s reads %q", c.name, b)
+			}
+		}
+		f2, p2, err := AbsentSource(run, c.name)
+		if err != nil || p2 != p {
+			t.Fatalf("%s again: %s %v", c.name, p2, err)
+		}
+		var st2 unix.Stat_t
+		unix.Fstat(int(f2.Fd()), &st2)
+		f2.Close()
+		if st2.Ino != st.Ino {
+			t.Errorf("%s made again", c.name)
+		}
+	}
+	if IsAbsentSource(0, 1) {
+		t.Error("an unknown identity recognised")
+	}
+	// Changed: a file in the directory, content in the file.
+	dir := filepath.Join(run, "absent")
+	unix.Chmod(filepath.Join(dir, "dir"), 0o755)
+	os.WriteFile(filepath.Join(dir, "dir", "settings.json"), []byte("{}"), 0o644)
+	unix.Chmod(filepath.Join(dir, "dir"), AbsentDirMode)
+	if _, _, err := AbsentSource(run, ".claude"); err == nil {
+		t.Error("a directory source with a file in it was accepted")
+	}
+	unix.Chmod(filepath.Join(dir, "file"), 0o644)
+	os.WriteFile(filepath.Join(dir, "file"), []byte("echo planted\n"), 0o644)
+	unix.Chmod(filepath.Join(dir, "file"), AbsentFileMode)
+	if _, _, err := AbsentSource(run, ".bashrc"); err == nil {
+		t.Error("a file source with content was accepted")
+	}
+	unix.Chmod(filepath.Join(dir, "mcp.json"), 0o644)
+	os.WriteFile(filepath.Join(dir, "mcp.json"), []byte(`{"mcpServers":{"x":{}}}`+"\n"), 0o644)
+	unix.Chmod(filepath.Join(dir, "mcp.json"), AbsentFileMode)
+	if _, _, err := AbsentSource(run, ".mcp.json"); err == nil {
+		t.Error("a changed .mcp.json source was accepted")
 	}
 }
