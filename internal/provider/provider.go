@@ -45,6 +45,10 @@ type Message struct {
 	// (issue 16 item 9).
 	ToolInput string
 	IsError   bool // tool: the result status was not "ok"
+	// Content, on an assistant message, is Event.Content of the turn it
+	// records: the provider's own content blocks, sent instead of Text
+	// (the tool calls still come from ToolCallID and the messages after).
+	Content json.RawMessage
 }
 
 // Tool is a direct-native tool offered to the model; every tool takes an argv
@@ -117,6 +121,24 @@ type Event struct {
 	// Usage is the turn's token use as the provider reported it, on
 	// EventDone; nil when it reported none (nothing is made up).
 	Usage *Usage
+	// Content, on EventDone, is the assistant message's content blocks in
+	// the provider's own wire form, for the caller to send back verbatim
+	// (Message.Content) when the message holds blocks that text and tool
+	// calls cannot represent: an Anthropic server tool use and its result,
+	// thinking, citations. The API rejects or loses them otherwise. Nil for
+	// a message of text and tool calls only.
+	Content json.RawMessage
+	// ServerTools, on EventDone, are the tools the provider ran itself
+	// during the turn (Anthropic server tools such as web_search): not ctx
+	// tool calls, and never run by ctx.
+	ServerTools []ServerTool
+}
+
+// ServerTool is one tool the provider ran on its side.
+type ServerTool struct {
+	ID    string
+	Name  string
+	Input string // its input JSON, bounded
 }
 
 // Usage is token use as a provider reports it (issue 18 item 3).
