@@ -119,3 +119,41 @@ func TestModelServerToolsRecordedAndReplayed(t *testing.T) {
 		t.Fatalf("third request does not end with the paused reply: %v", last)
 	}
 }
+
+// TestModelThoughtSignatureReplayed: a tool call that carries provider data
+// (Gemini's thought signature in an OpenAI-compatible stream's
+// extra_content) goes back with the call on the run's next turn, and the
+// reasoning_content of the stream is neither fatal nor shown.
+func TestModelThoughtSignatureReplayed(t *testing.T) {
+	chunk := func(body string) string { return "data: " + body }
+	first := func(w http.ResponseWriter, r *http.Request) {
+		sse(w,
+			chunk(`{"choices":[{"delta":{"role":"assistant","reasoning_content":"think"},"index":0}],"object":"chat.completion.chunk"}`),
+			chunk(`{"choices":[{"delta":{"role":"assistant","tool_calls":[{"extra_content":{"google":{"thought_signature":"SIGe2e"}},"function":{"arguments":"{\"args\":[\"call\",\"clock\"]}","name":"tsh"},"id":"function-call-1","type":"function","index":0}]},"index":0}],"object":"chat.completion.chunk"}`),
+			chunk(`{"choices":[{"delta":{},"finish_reason":"tool_calls","index":0}],"object":"chat.completion.chunk"}`),
+			chunk(`[DONE]`))
+	}
+	second := func(w http.ResponseWriter, r *http.Request) {
+		sse(w,
+			chunk(`{"choices":[{"delta":{"content":"noon"},"index":0}],"object":"chat.completion.chunk"}`),
+			chunk(`{"choices":[{"delta":{},"finish_reason":"stop","index":0}],"object":"chat.completion.chunk"}`),
+			chunk(`[DONE]`))
+	}
+	f := newFakeProvider(t, first, second)
+	w := modelWorld(t, f, "openai/gpt-4o")
+	c := w.dial("m")
+	c.send(sendReq("q1", "what time is it?"))
+	got := c.until("done", 30*time.Second)
+	if last := got[len(got)-1]; last.Status != "ok" {
+		t.Fatalf("frames %v: %s", types(got), last.raw)
+	}
+	for _, fr := range got {
+		if fr.Type == "delta" && strings.Contains(fr.Text, "think") {
+			t.Errorf("reasoning shown as text: %s", fr.raw)
+		}
+	}
+	reqs := f.requests()
+	if len(reqs) != 2 || !strings.Contains(reqs[1], `"extra_content":{"google":{"thought_signature":"SIGe2e"}}`) {
+		t.Fatalf("the signature did not go back with its call: %v", reqs)
+	}
+}

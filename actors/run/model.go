@@ -112,7 +112,7 @@ func request(msgs []prompt.Message) provider.Request {
 			req.System = pm.Content
 		case pm.Role == "assistant" && pm.CallID != "":
 			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleAssistant, Text: pm.Content,
-				ToolCallID: pm.CallID, ToolName: pm.Name, ToolArgs: pm.Args, ToolInput: pm.Input, Content: pm.Blocks})
+				ToolCallID: pm.CallID, ToolName: pm.Name, ToolArgs: pm.Args, ToolInput: pm.Input, Content: pm.Blocks, ToolExtra: pm.Extra})
 		case pm.Role == "tool" && pm.CallID != "":
 			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleTool, ToolCallID: pm.CallID,
 				ToolName: pm.Name, Text: pm.Content, IsError: pm.IsError})
@@ -339,7 +339,7 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 	m.paused = ""
 	m.cur = nil
 	for i, call := range m.calls {
-		msg := prompt.Message{Role: "assistant", CallID: call.CallID, Name: call.Name, Args: call.Args}
+		msg := prompt.Message{Role: "assistant", CallID: call.CallID, Name: call.Name, Args: call.Args, Extra: call.Extra}
 		if i == 0 {
 			msg.Blocks = m.end.Content // server tool blocks, thinking: replayed verbatim
 		}

@@ -45,6 +45,9 @@ type Message struct {
 	// (issue 16 item 9).
 	ToolInput string
 	IsError   bool // tool: the result status was not "ok"
+	// ToolExtra, on an assistant message with a call, is that call's
+	// Event.Extra, sent back with it.
+	ToolExtra json.RawMessage
 	// Content, on an assistant message, is Event.Content of the turn it
 	// records: the provider's own content blocks, sent instead of Text
 	// (the tool calls still come from ToolCallID and the messages after).
@@ -113,7 +116,11 @@ type Event struct {
 	ArgsError string // the model's input was not {"args":[strings...]}; Args is nil
 	// Input is the tool input exactly as the model sent it (JSON text; for
 	// a call cut off by the output limit, the part that arrived).
-	Input      string
+	Input string
+	// Extra, on EventToolCall, is provider data the call carried that must
+	// go back with it (OpenAI-compatible extra_content: Gemini's thought
+	// signature); nil when none.
+	Extra      json.RawMessage
 	StopReason string // the provider's own value: end_turn, tool_use, max_tokens, stop, tool_calls, length, refusal, content_filter, ...
 	// Refusal is the refusal text the provider sent (OpenAI delta.refusal),
 	// on EventDone.
