@@ -21,7 +21,7 @@ import (
 // Agents that start a sandbox of their own (bubblewrap, Landlock, a user
 // namespace, a container) fail inside ctx's sandbox: the seccomp filter
 // refuses every new namespace (docs/walls.md), so their inner sandbox cannot
-// start. ctx's sandbox is the wall that holds either way (spec: B1), so the
+// start. ctx's sandbox is the wall that holds either way (docs/walls.md), so the
 // inner one is turned off. These checks name the exact setting.
 
 // Nesting agent families, recognised from .d/acp.json.
