@@ -60,7 +60,7 @@ func NestingAgent(l *agentdef.ACPLaunch) string {
 // and the settings files in its agent home (read with readHome, a path
 // relative to /home/agent; an absent file reads as fs.ErrNotExist). ok is
 // false when the agent is not a known nesting one (no check).
-func NestedSandbox(name string, l *agentdef.ACPLaunch, readHome func(rel string) ([]byte, error)) (Check, bool) {
+func NestedSandbox(name string, l *agentdef.ACPLaunch, env []agentdef.KV, readHome func(rel string) ([]byte, error)) (Check, bool) {
 	kind := NestingAgent(l)
 	if kind == "" {
 		return Check{}, false
@@ -100,6 +100,11 @@ func NestedSandbox(name string, l *agentdef.ACPLaunch, readHome func(rel string)
 		return on(setting, fmt.Sprintf(`put sandbox_mode = "danger-full-access" at the top of %s/%s (the agent home, /home/agent inside)`, "home/<uid>/agent/"+name, file))
 	case NestGemini:
 		const file = ".gemini/settings.json"
+		for _, kv := range env {
+			if kv.Key == "GEMINI_SANDBOX" && sandboxOn(json.RawMessage(strconvQuote(kv.Value))) {
+				return on("GEMINI_SANDBOX="+kv.Value+" in .d/env", fmt.Sprintf("remove GEMINI_SANDBOX from .d/env (ctx agent set %s env …)", name))
+			}
+		}
 		for _, a := range l.Args {
 			if a == "--sandbox" || a == "-s" || strings.HasPrefix(a, "--sandbox=") && a != "--sandbox=false" {
 				return on("argument "+a, fmt.Sprintf("drop %s from .d/acp.json args (ctx agent set %s acp.json '…')", a, name))
@@ -231,6 +236,12 @@ func sandboxOn(v json.RawMessage) bool {
 	return false
 }
 
+// strconvQuote is v as a JSON string.
+func strconvQuote(v string) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
 // NestedProbe is what the in-sandbox probe saw.
@@ -274,7 +285,7 @@ func (e *Env) nestedChecks(ctx context.Context, bw BwrapResult) []Check {
 		acp = true
 		home := e.Layout.AgentHome(n)
 		read := func(rel string) ([]byte, error) { return e.ReadFile(filepath.Join(home, rel)) }
-		if c, ok := NestedSandbox(n, def.ACP, read); ok {
+		if c, ok := NestedSandbox(n, def.ACP, def.Env, read); ok {
 			out = append(out, c)
 		}
 	}

@@ -56,27 +56,30 @@ func TestNestedSandbox(t *testing.T) {
 		name     string
 		launch   agentdef.ACPLaunch
 		files    map[string]string
+		env      []agentdef.KV
 		status   Status
 		msg, fix string
 	}{
-		{"codex default sandboxes", codex, nil, Warn, "no sandbox_mode", `sandbox_mode = "danger-full-access"`},
-		{"codex workspace-write", codex, map[string]string{".codex/config.toml": "model = \"o3\"\nsandbox_mode = \"workspace-write\"\n"}, Warn, `sandbox_mode = "workspace-write"`, "danger-full-access"},
-		{"codex off in config", codex, map[string]string{".codex/config.toml": "# mine\nsandbox_mode = \"danger-full-access\" # ctx walls it\n[sandbox_workspace_write]\nnetwork_access = true\n"}, OK, "inner sandbox off", ""},
-		{"codex key inside a table does not count", codex, map[string]string{".codex/config.toml": "[profiles.x]\nsandbox_mode = \"danger-full-access\"\n"}, Warn, "no sandbox_mode", ""},
-		{"codex off by argument", with(codex, "-c", `sandbox_mode="danger-full-access"`), nil, OK, "argument sandbox_mode=danger-full-access", ""},
-		{"codex on by argument", with(codex, "--sandbox", "read-only"), nil, Warn, "argument sandbox_mode=read-only", "args"},
-		{"gemini default off", gemini, nil, OK, "inner sandbox off", ""},
-		{"gemini --sandbox", with(gemini, "--sandbox"), nil, Warn, "argument --sandbox", "drop --sandbox"},
-		{"gemini settings sandbox true", gemini, map[string]string{".gemini/settings.json": `{"sandbox": true}`}, Warn, "sandbox: true", `"sandbox": false`},
-		{"gemini settings tools.sandbox docker", gemini, map[string]string{".gemini/settings.json": `{"tools": {"sandbox": "docker"}}`}, Warn, `tools.sandbox: "docker"`, `"tools.sandbox": false`},
-		{"gemini settings false", gemini, map[string]string{".gemini/settings.json": `{"tools": {"sandbox": false}}`}, OK, "inner sandbox off", ""},
-		{"gemini settings not json", gemini, map[string]string{".gemini/settings.json": `{`}, Warn, "not JSON", ""},
-		{"claude default off", claude, nil, OK, "inner sandbox off", ""},
-		{"claude sandbox enabled", claude, map[string]string{".claude/settings.json": `{"sandbox": {"enabled": true, "autoAllowBashIfSandboxed": true}}`}, Warn, "sandbox.enabled: true", `"sandbox": {"enabled": false}`},
-		{"claude sandbox disabled", claude, map[string]string{".claude/settings.json": `{"sandbox": {"enabled": false}}`}, OK, "inner sandbox off", ""},
+		{"codex default sandboxes", codex, nil, nil, Warn, "no sandbox_mode", `sandbox_mode = "danger-full-access"`},
+		{"codex workspace-write", codex, map[string]string{".codex/config.toml": "model = \"o3\"\nsandbox_mode = \"workspace-write\"\n"}, nil, Warn, `sandbox_mode = "workspace-write"`, "danger-full-access"},
+		{"codex off in config", codex, map[string]string{".codex/config.toml": "# mine\nsandbox_mode = \"danger-full-access\" # ctx walls it\n[sandbox_workspace_write]\nnetwork_access = true\n"}, nil, OK, "inner sandbox off", ""},
+		{"codex key inside a table does not count", codex, map[string]string{".codex/config.toml": "[profiles.x]\nsandbox_mode = \"danger-full-access\"\n"}, nil, Warn, "no sandbox_mode", ""},
+		{"codex off by argument", with(codex, "-c", `sandbox_mode="danger-full-access"`), nil, nil, OK, "argument sandbox_mode=danger-full-access", ""},
+		{"codex on by argument", with(codex, "--sandbox", "read-only"), nil, nil, Warn, "argument sandbox_mode=read-only", "args"},
+		{"gemini default off", gemini, nil, nil, OK, "inner sandbox off", ""},
+		{"gemini --sandbox", with(gemini, "--sandbox"), nil, nil, Warn, "argument --sandbox", "drop --sandbox"},
+		{"gemini settings sandbox true", gemini, map[string]string{".gemini/settings.json": `{"sandbox": true}`}, nil, Warn, "sandbox: true", `"sandbox": false`},
+		{"gemini settings tools.sandbox docker", gemini, map[string]string{".gemini/settings.json": `{"tools": {"sandbox": "docker"}}`}, nil, Warn, `tools.sandbox: "docker"`, `"tools.sandbox": false`},
+		{"gemini settings false", gemini, map[string]string{".gemini/settings.json": `{"tools": {"sandbox": false}}`}, nil, OK, "inner sandbox off", ""},
+		{"gemini GEMINI_SANDBOX in .d/env", gemini, nil, []agentdef.KV{{Key: "GEMINI_SANDBOX", Value: "docker"}}, Warn, "GEMINI_SANDBOX=docker", "remove GEMINI_SANDBOX"},
+		{"gemini GEMINI_SANDBOX false", gemini, nil, []agentdef.KV{{Key: "GEMINI_SANDBOX", Value: "false"}}, OK, "inner sandbox off", ""},
+		{"gemini settings not json", gemini, map[string]string{".gemini/settings.json": `{`}, nil, Warn, "not JSON", ""},
+		{"claude default off", claude, nil, nil, OK, "inner sandbox off", ""},
+		{"claude sandbox enabled", claude, map[string]string{".claude/settings.json": `{"sandbox": {"enabled": true, "autoAllowBashIfSandboxed": true}}`}, nil, Warn, "sandbox.enabled: true", `"sandbox": {"enabled": false}`},
+		{"claude sandbox disabled", claude, map[string]string{".claude/settings.json": `{"sandbox": {"enabled": false}}`}, nil, OK, "inner sandbox off", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, ok := NestedSandbox("a", &tc.launch, homeFiles(tc.files))
+			c, ok := NestedSandbox("a", &tc.launch, tc.env, homeFiles(tc.files))
 			if !ok || c.Name != "nested sandbox a" || c.Status != tc.status || !strings.Contains(c.Message, tc.msg) || !strings.Contains(c.Fix, tc.fix) {
 				t.Fatalf("got %v %+v", ok, c)
 			}
@@ -85,7 +88,7 @@ func TestNestedSandbox(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := NestedSandbox("o", &agentdef.ACPLaunch{Command: "/usr/bin/node", Args: []string{"/x/opencode-ai/bin/opencode", "acp"}}, homeFiles(nil)); ok {
+	if _, ok := NestedSandbox("o", &agentdef.ACPLaunch{Command: "/usr/bin/node", Args: []string{"/x/opencode-ai/bin/opencode", "acp"}}, nil, homeFiles(nil)); ok {
 		t.Error("opencode is not a nesting agent")
 	}
 }
