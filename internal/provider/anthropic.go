@@ -371,6 +371,11 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 			if b.input.Len()+len(ev.Delta.PartialJSON) > maxToolInput {
 				return false, fmt.Errorf("%s: %w: tool input over %d bytes", d.name, ErrMalformed, maxToolInput)
 			}
+			if b.kind == "server_tool_use" {
+				if err := d.grow(len(ev.Delta.PartialJSON)); err != nil {
+					return false, err
+				}
+			}
 			b.input.WriteString(ev.Delta.PartialJSON)
 		case "thinking_delta":
 			if err := d.grow(len(ev.Delta.Thinking)); err != nil {
