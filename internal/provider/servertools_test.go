@@ -242,3 +242,21 @@ func FuzzAnthropicDecoder(f *testing.F) {
 		}
 	})
 }
+
+// What one reply keeps for replay is bounded: past 8 MiB the stream is
+// refused as malformed instead of growing without end.
+func TestAnthropicKeptContentBounded(t *testing.T) {
+	d := &anthropicDecoder{name: "anthropic"}
+	piece, _ := json.Marshal(strings.Repeat("x", 1<<20))
+	payloads := []string{`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}`}
+	for i := 0; i < 9; i++ {
+		payloads = append(payloads, `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":`+string(piece)+`}}`)
+	}
+	if _, _, err := decodeAll(d.event, payloads); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("9 MiB of thinking kept: %v", err)
+	}
+	d = &anthropicDecoder{name: "anthropic"}
+	if _, _, err := decodeAll(d.event, payloads[:8]); err != nil {
+		t.Fatalf("7 MiB refused: %v", err)
+	}
+}
