@@ -50,6 +50,7 @@ type model struct {
 	end     provider.Event   // the turn's EventDone
 	current string           // our call id of the call in flight
 	provID  string           // the provider's id of that call
+	paused  string           // text of replies that ended with pause_turn, continued by the next turn
 }
 
 type modelEvent struct {
@@ -111,12 +112,12 @@ func request(msgs []prompt.Message) provider.Request {
 			req.System = pm.Content
 		case pm.Role == "assistant" && pm.CallID != "":
 			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleAssistant, Text: pm.Content,
-				ToolCallID: pm.CallID, ToolName: pm.Name, ToolArgs: pm.Args, ToolInput: pm.Input})
+				ToolCallID: pm.CallID, ToolName: pm.Name, ToolArgs: pm.Args, ToolInput: pm.Input, Content: pm.Blocks, ToolExtra: pm.Extra})
 		case pm.Role == "tool" && pm.CallID != "":
 			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleTool, ToolCallID: pm.CallID,
 				ToolName: pm.Name, Text: pm.Content, IsError: pm.IsError})
 		case pm.Role == "assistant":
-			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleAssistant, Text: pm.Content})
+			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleAssistant, Text: pm.Content, Content: pm.Blocks})
 		case pm.Role == "tool":
 			// Earlier runs' tool results are history, not calls of this conversation.
 			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleUser, Text: "[earlier tool result]\n" + pm.Content})
@@ -253,6 +254,12 @@ func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
 		m.calls = append(m.calls, e.ev)
 	case provider.EventDone:
 		m.end = e.ev
+		// A server tool ran at the provider, not here: recorded as a
+		// warning (a notice that changes nothing), never as a tool_call,
+		// which interfaces.md pins to calls ctx runs (spec: X7).
+		for _, st := range e.ev.ServerTools {
+			a.warn(c, []string{serverToolNote(st)})
+		}
 		if e.ev.Usage != nil { // issue 18 item 3: summed over the run's turns, never made up
 			if a.usage == nil {
 				a.usage = &provider.Usage{}
@@ -315,14 +322,27 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 		}
 		a.warn(c, []string{fmt.Sprintf("the reply was cut at the model's output limit (stop reason %s); the text is incomplete", m.end.StopReason)})
 	}
-	if len(m.calls) == 0 {
-		// The assistant conclusion is the text of the last turn (interfaces.md).
-		a.concludeReply(c, m.text.String(), 0)
+	if len(m.calls) == 0 && m.end.StopReason == "pause_turn" {
+		// Anthropic paused a long server-tool turn: the reply goes back as
+		// it is for the model to continue it (MaxModelTurns bounds this).
+		m.paused += m.text.String()
+		m.turns = append(m.turns, []prompt.Message{{Role: "assistant", Content: m.text.String(), Blocks: m.end.Content}})
+		a.modelTurn(c)
 		return
 	}
+	if len(m.calls) == 0 {
+		// The assistant conclusion is the text of the last turn
+		// (interfaces.md), with what it said before a pause_turn.
+		a.concludeReply(c, m.paused+m.text.String(), 0)
+		return
+	}
+	m.paused = ""
 	m.cur = nil
 	for i, call := range m.calls {
-		msg := prompt.Message{Role: "assistant", CallID: call.CallID, Name: call.Name, Args: call.Args}
+		msg := prompt.Message{Role: "assistant", CallID: call.CallID, Name: call.Name, Args: call.Args, Extra: call.Extra}
+		if i == 0 {
+			msg.Blocks = m.end.Content // server tool blocks, thinking: replayed verbatim
+		}
 		if call.ArgsError != "" {
 			msg.Args, msg.Input = nil, call.Input // what the model really sent (issue 16 item 9)
 		}
@@ -332,6 +352,15 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 		m.cur = append(m.cur, msg)
 	}
 	a.nextModelCall(c)
+}
+
+// serverToolNote is the warning recording a tool the provider ran itself.
+func serverToolNote(st provider.ServerTool) string {
+	in := st.Input
+	if len(in) > 200 {
+		in = in[:200] + "…"
+	}
+	return fmt.Sprintf("the provider ran its own server tool %s (%s, input %s); ctx did not run it and records it here only", st.Name, st.ID, strings.ToValidUTF8(in, "\uFFFD"))
 }
 
 // refusalMessage says how a reply was refused, with the provider's text.

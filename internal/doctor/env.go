@@ -42,6 +42,9 @@ type Env struct {
 	// ProbeSeccomp starts one sandbox with the seccomp filter and checks
 	// the filter refuses what it must (nil: ok).
 	ProbeSeccomp func(ctx context.Context, bwrap string) error
+	// ProbeNested starts one sandbox and tries to create a user namespace
+	// inside it (unshare -U, bwrap), as an agent's own sandbox would.
+	ProbeNested func(ctx context.Context, bwrap string) (NestedProbe, error)
 	// Ping asks the daemon's system socket and returns the pong's version.
 	Ping func(ctx context.Context) (version string, err error)
 	// SystemdPing succeeds when a systemd user manager answers.
@@ -64,6 +67,7 @@ func System(l layout.Layout, version string) *Env {
 		FindBwrap:    bwrap.Find,
 		Probe:        runProbe,
 		ProbeSeccomp: probeSeccomp,
+		ProbeNested:  probeNested,
 		Ping:         func(ctx context.Context) (string, error) { return PingVersion(ctx, l.SystemSocket()) },
 		SystemdPing: func(context.Context) error {
 			return errors.New("not checked")

@@ -134,10 +134,17 @@ type Message struct {
 	// valid argv (issue 16 item 9).
 	Input   string `json:"input,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
+	// Blocks, on a run's own assistant message, are the provider's content
+	// blocks of that reply (provider.Event.Content: server tool uses and
+	// their results, thinking), replayed verbatim; counted in the budget.
+	Blocks json.RawMessage `json:"blocks,omitempty"`
+	// Extra is the call's provider data (provider.Event.Extra: Gemini's
+	// thought signature), sent back with the call.
+	Extra json.RawMessage `json:"extra,omitempty"`
 }
 
 func (m Message) plain() bool {
-	return m.CallID == "" && m.Name == "" && m.Args == nil && m.Input == "" && !m.IsError
+	return m.CallID == "" && m.Name == "" && m.Args == nil && m.Input == "" && !m.IsError && m.Blocks == nil && m.Extra == nil
 }
 
 // Inputs is everything one build reads besides files.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 )
@@ -83,8 +84,10 @@ type anthropicRequest struct {
 }
 
 type anthropicMessage struct {
-	Role    string           `json:"role"`
-	Content []anthropicBlock `json:"content"`
+	Role string `json:"role"`
+	// Content holds anthropicBlock values, and json.RawMessage blocks
+	// replayed verbatim from an earlier response (Message.Content).
+	Content []any `json:"content"`
 }
 
 type anthropicBlock struct {
@@ -121,7 +124,7 @@ func (a *Anthropic) encode(req Request) ([]byte, error) {
 	}
 	for i, m := range req.Messages {
 		var role string
-		var blocks []anthropicBlock
+		var blocks []any
 		switch m.Role {
 		case RoleUser:
 			role = "user"
@@ -130,7 +133,14 @@ func (a *Anthropic) encode(req Request) ([]byte, error) {
 			}
 		case RoleAssistant:
 			role = "assistant"
-			if m.Text != "" {
+			var raw []json.RawMessage
+			if len(m.Content) > 0 && json.Unmarshal(m.Content, &raw) == nil && len(raw) > 0 {
+				// The response's own blocks, verbatim: server tool uses must
+				// be followed by their results, thinking keeps its signature.
+				for _, b := range raw {
+					blocks = append(blocks, b)
+				}
+			} else if m.Text != "" {
 				blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Text})
 			}
 			if m.ToolCallID != "" {
@@ -185,15 +195,24 @@ type anthropicDecoder struct {
 	order  []*anthropicBlockState // blocks in start order
 	calls  []Event
 	stop   string
-	usage  *Usage // as reported; nil when nothing was
+	// contentSize is the bytes kept for replay (maxAnthropicContent).
+	contentSize int
+	usage       *Usage // as reported; nil when nothing was
 }
 
 type anthropicBlockState struct {
-	kind    string // text, tool_use, or anything else (ignored)
+	kind    string // text, tool_use, server_tool_use, *_tool_result, thinking, ...
 	id      string
 	name    string
-	input   strings.Builder
+	input   strings.Builder // tool_use and server_tool_use: the input_json_delta pieces
 	stopped bool
+	// raw is the content_block object of content_block_start as sent; the
+	// deltas below are folded into it when the block is replayed.
+	raw       json.RawMessage
+	text      strings.Builder // text_delta
+	thinking  strings.Builder // thinking_delta
+	signature strings.Builder // signature_delta
+	citations []json.RawMessage
 }
 
 // anthropicEvent is the union of the stream's data objects.
@@ -211,10 +230,13 @@ type anthropicEvent struct {
 		Name string `json:"name"`
 	} `json:"content_block"`
 	Delta *struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		PartialJSON string `json:"partial_json"`
-		StopReason  string `json:"stop_reason"`
+		Type        string          `json:"type"`
+		Text        string          `json:"text"`
+		PartialJSON string          `json:"partial_json"`
+		Thinking    string          `json:"thinking"`
+		Signature   string          `json:"signature"`
+		Citation    json.RawMessage `json:"citation"`
+		StopReason  string          `json:"stop_reason"`
 	} `json:"delta"`
 	Error *struct {
 		Type    string `json:"type"`
@@ -289,13 +311,35 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 			return false, fmt.Errorf("%s: %w: content block %d started twice", d.name, ErrMalformed, *ev.Index)
 		}
 		b := &anthropicBlockState{kind: ev.ContentBlock.Type, id: ev.ContentBlock.ID, name: ev.ContentBlock.Name}
+		var raw struct {
+			ContentBlock json.RawMessage `json:"content_block"`
+		}
+		if json.Unmarshal([]byte(data), &raw) == nil {
+			b.raw = raw.ContentBlock
+		}
 		d.blocks[*ev.Index] = b
 		d.order = append(d.order, b)
-		if b.kind == "tool_use" && b.id == "" {
-			return false, fmt.Errorf("%s: %w: tool_use block %d without id", d.name, ErrMalformed, *ev.Index)
+		switch b.kind {
+		case "tool_use":
+			if b.id == "" {
+				return false, fmt.Errorf("%s: %w: tool_use block %d without id", d.name, ErrMalformed, *ev.Index)
+			}
+		case "text":
+			if ev.ContentBlock.Text != "" {
+				b.text.WriteString(ev.ContentBlock.Text)
+				return false, emit(Event{Kind: EventDelta, Text: ev.ContentBlock.Text})
+			}
+		case "server_tool_use":
+			// The provider runs this tool itself (web_search, web_fetch,
+			// code_execution, ...): it is not a ctx tool call. It is reported
+			// on EventDone and replayed verbatim on the next turn.
+		default:
+			if !knownAnthropicBlock(b.kind) {
+				slog.Debug("anthropic: unknown content block type kept for replay", "provider", d.name, "type", bound(b.kind, 64))
+			}
 		}
-		if b.kind == "text" && ev.ContentBlock.Text != "" {
-			return false, emit(Event{Kind: EventDelta, Text: ev.ContentBlock.Text})
+		if d.contentSize += len(b.raw); d.contentSize > maxAnthropicContent {
+			return false, fmt.Errorf("%s: %w: content blocks over %d bytes", d.name, ErrMalformed, maxAnthropicContent)
 		}
 		return false, nil
 	case "content_block_delta":
@@ -314,17 +358,46 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 			if ev.Delta.Text == "" {
 				return false, nil
 			}
+			if err := d.grow(len(ev.Delta.Text)); err != nil {
+				return false, err
+			}
+			b.text.WriteString(ev.Delta.Text)
 			return false, emit(Event{Kind: EventDelta, Text: ev.Delta.Text})
 		case "input_json_delta":
-			if b.kind != "tool_use" {
+			// server_tool_use blocks stream their input the same way.
+			if b.kind != "tool_use" && b.kind != "server_tool_use" {
 				return false, fmt.Errorf("%s: %w: input_json_delta in a %s block", d.name, ErrMalformed, b.kind)
 			}
 			if b.input.Len()+len(ev.Delta.PartialJSON) > maxToolInput {
 				return false, fmt.Errorf("%s: %w: tool input over %d bytes", d.name, ErrMalformed, maxToolInput)
 			}
+			if b.kind == "server_tool_use" {
+				if err := d.grow(len(ev.Delta.PartialJSON)); err != nil {
+					return false, err
+				}
+			}
 			b.input.WriteString(ev.Delta.PartialJSON)
+		case "thinking_delta":
+			if err := d.grow(len(ev.Delta.Thinking)); err != nil {
+				return false, err
+			}
+			b.thinking.WriteString(ev.Delta.Thinking)
+		case "signature_delta":
+			if err := d.grow(len(ev.Delta.Signature)); err != nil {
+				return false, err
+			}
+			b.signature.WriteString(ev.Delta.Signature)
+		case "citations_delta":
+			if len(ev.Delta.Citation) > 0 {
+				if err := d.grow(len(ev.Delta.Citation)); err != nil {
+					return false, err
+				}
+				b.citations = append(b.citations, ev.Delta.Citation)
+			}
+		default:
+			// New delta types are to be ignored, as the API reference asks.
+			slog.Debug("anthropic: unknown delta type skipped", "provider", d.name, "type", bound(ev.Delta.Type, 64))
 		}
-		// thinking_delta, signature_delta, citations_delta, ...: not ours.
 		return false, nil
 	case "content_block_stop":
 		if ev.Index == nil {
@@ -361,7 +434,9 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 				return false, err
 			}
 		}
-		return true, emit(Event{Kind: EventDone, StopReason: d.stop, Usage: d.usage})
+		done := Event{Kind: EventDone, StopReason: d.stop, Usage: d.usage}
+		done.Content, done.ServerTools = d.replay()
+		return true, emit(done)
 	case "error":
 		se := &StatusError{Provider: d.name, Code: 500}
 		if ev.Error != nil {
@@ -377,5 +452,114 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 	case "":
 		return false, fmt.Errorf("%s: %w: event without a type", d.name, ErrMalformed)
 	}
-	return false, nil // new event types are to be ignored, as the API reference asks
+	// New event types are to be ignored, as the API reference asks.
+	slog.Debug("anthropic: unknown event type skipped", "provider", d.name, "type", bound(ev.Type, 64))
+	return false, nil
+}
+
+// maxAnthropicContent bounds what one message's replayed blocks (server
+// tool results, thinking, citations) may hold: results of a web search or
+// fetch are large, but not unbounded.
+const maxAnthropicContent = 8 << 20
+
+// grow counts n more bytes of kept content against maxAnthropicContent.
+func (d *anthropicDecoder) grow(n int) error {
+	if d.contentSize += n; d.contentSize > maxAnthropicContent {
+		return fmt.Errorf("%s: %w: content blocks over %d bytes", d.name, ErrMalformed, maxAnthropicContent)
+	}
+	return nil
+}
+
+// knownAnthropicBlock reports the documented content block types besides
+// text and tool_use: server tool results, thinking, and the like. Others are
+// kept all the same; the name only decides whether a debug line is logged.
+func knownAnthropicBlock(kind string) bool {
+	switch kind {
+	case "thinking", "redacted_thinking", "web_search_tool_result", "web_fetch_tool_result",
+		"code_execution_tool_result", "bash_code_execution_tool_result",
+		"text_editor_code_execution_tool_result", "mcp_tool_use", "mcp_tool_result",
+		"container_upload", "tool_search_tool_result":
+		return true
+	}
+	return false
+}
+
+// replay returns the message's content blocks as the API must receive them
+// back in the assistant message of the next request — every block but the
+// ctx tool_use calls, which the caller sends as its own messages — when the
+// message holds a block text and tool_use cannot represent (a server tool
+// use or result, thinking, a citation); otherwise nil. The server tools the
+// provider ran are listed for the record.
+func (d *anthropicDecoder) replay() (json.RawMessage, []ServerTool) {
+	var tools []ServerTool
+	special := false
+	for _, b := range d.order {
+		switch {
+		case b.kind == "server_tool_use" || b.kind == "mcp_tool_use":
+			tools = append(tools, ServerTool{ID: b.id, Name: b.name, Input: bound(b.input.String(), 1024)})
+			special = true
+		case b.kind == "text":
+			special = special || len(b.citations) > 0
+		case b.kind != "tool_use":
+			special = true
+		}
+	}
+	if !special {
+		return nil, tools
+	}
+	blocks := make([]json.RawMessage, 0, len(d.order))
+	for _, b := range d.order {
+		if b.kind == "tool_use" {
+			continue
+		}
+		blk, ok := b.block()
+		if !ok {
+			slog.Debug("anthropic: content block not replayable, left out", "provider", d.name, "type", bound(b.kind, 64))
+			continue
+		}
+		blocks = append(blocks, blk)
+	}
+	out, err := json.Marshal(blocks)
+	if err != nil {
+		return nil, tools
+	}
+	return out, tools
+}
+
+// block is the content block as the API sent it, with its deltas folded in;
+// ok is false when it cannot be rebuilt (its start object was not JSON, or a
+// server tool's input never became a JSON object).
+func (b *anthropicBlockState) block() (json.RawMessage, bool) {
+	obj := map[string]json.RawMessage{}
+	if json.Unmarshal(b.raw, &obj) != nil || obj == nil {
+		return nil, false
+	}
+	set := func(k string, v any) {
+		raw, _ := json.Marshal(v) // strings and raw JSON only
+		obj[k] = raw
+	}
+	switch b.kind {
+	case "text":
+		set("text", b.text.String())
+		if len(b.citations) > 0 {
+			set("citations", b.citations)
+		}
+	case "thinking":
+		if b.thinking.Len() > 0 {
+			set("thinking", b.thinking.String())
+		}
+		if b.signature.Len() > 0 {
+			set("signature", b.signature.String())
+		}
+	case "server_tool_use", "mcp_tool_use":
+		if in := b.input.String(); in != "" {
+			var v map[string]json.RawMessage
+			if json.Unmarshal([]byte(in), &v) != nil || v == nil {
+				return nil, false
+			}
+			obj["input"] = json.RawMessage(in)
+		}
+	}
+	out, err := json.Marshal(obj)
+	return out, err == nil
 }

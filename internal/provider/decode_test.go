@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -56,7 +57,8 @@ func TestAnthropicDecoder(t *testing.T) {
 			[]Event{{Kind: EventToolCall, CallID: "t1", Name: "tsh", ArgsError: `tool input is empty; expected {"args":["..."]}`}, {Kind: EventDone}}, true, nil},
 		{"unknown events and deltas ignored", []string{`{"type":"future_event"}`, `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}`, stop0, `{"type":"ping"}`, msgStop},
-			[]Event{{Kind: EventDone}}, true, nil},
+			// The thinking block comes back for replay (servertools_test.go).
+			[]Event{{Kind: EventDone, Content: json.RawMessage(`[{"thinking":"hmm","type":"thinking"}]`)}}, true, nil},
 		{"not json", []string{`{"type":`}, nil, false, ErrMalformed},
 		{"no type", []string{`{}`}, nil, false, ErrMalformed},
 		{"delta for unknown block", []string{`{"type":"content_block_delta","index":4,"delta":{"type":"text_delta","text":"x"}}`}, nil, false, ErrMalformed},

@@ -99,6 +99,11 @@ type openaiToolCall struct {
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
 	} `json:"function"`
+	// ExtraContent is sent back as the call carried it (Gemini's
+	// OpenAI-compatible endpoint puts the thought signature there:
+	// {"google":{"thought_signature":"…"}}; Gemini 3 refuses a function
+	// call sent back without it).
+	ExtraContent json.RawMessage `json:"extra_content,omitempty"`
 }
 
 type openaiTool struct {
@@ -156,6 +161,9 @@ func (o *OpenAI) encode(req Request) ([]byte, error) {
 				if m.ToolInput != "" {
 					tc.Function.Arguments = m.ToolInput // what the model really sent (issue 16 item 9)
 				}
+				if json.Valid(m.ToolExtra) {
+					tc.ExtraContent = m.ToolExtra
+				}
 				last.ToolCalls = append(last.ToolCalls, tc)
 			}
 		case RoleTool:
@@ -197,6 +205,7 @@ type openaiDecoder struct {
 type openaiCallState struct {
 	id, name string
 	args     strings.Builder
+	extra    json.RawMessage // the call's extra_content, as sent
 }
 
 type openaiChunk struct {
@@ -212,6 +221,7 @@ type openaiChunk struct {
 					Name      string `json:"name"`
 					Arguments string `json:"arguments"`
 				} `json:"function"`
+				ExtraContent json.RawMessage `json:"extra_content"`
 			} `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
@@ -286,6 +296,9 @@ func (d *openaiDecoder) event(data string, emit func(Event) error) (done bool, e
 				return false, fmt.Errorf("%s: %w: tool arguments over %d bytes", d.name, ErrMalformed, maxToolInput)
 			}
 			cs.args.WriteString(tc.Function.Arguments)
+			if len(tc.ExtraContent) > 0 && string(tc.ExtraContent) != "null" && len(tc.ExtraContent) <= maxToolInput {
+				cs.extra = append(json.RawMessage(nil), tc.ExtraContent...)
+			}
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			d.stop, d.finished = *c.FinishReason, true
@@ -327,7 +340,7 @@ func (d *openaiDecoder) finish(emit func(Event) error) error {
 			id = "call_" + strconv.Itoa(i) // some local servers send no ids
 		}
 		args, why := parseArgs(cs.args.String())
-		if err := emit(Event{Kind: EventToolCall, CallID: id, Name: cs.name, Args: args, ArgsError: why, Input: cs.args.String()}); err != nil {
+		if err := emit(Event{Kind: EventToolCall, CallID: id, Name: cs.name, Args: args, ArgsError: why, Input: cs.args.String(), Extra: cs.extra}); err != nil {
 			return err
 		}
 	}

@@ -45,6 +45,13 @@ type Message struct {
 	// (issue 16 item 9).
 	ToolInput string
 	IsError   bool // tool: the result status was not "ok"
+	// ToolExtra, on an assistant message with a call, is that call's
+	// Event.Extra, sent back with it.
+	ToolExtra json.RawMessage
+	// Content, on an assistant message, is Event.Content of the turn it
+	// records: the provider's own content blocks, sent instead of Text
+	// (the tool calls still come from ToolCallID and the messages after).
+	Content json.RawMessage
 }
 
 // Tool is a direct-native tool offered to the model; every tool takes an argv
@@ -109,7 +116,11 @@ type Event struct {
 	ArgsError string // the model's input was not {"args":[strings...]}; Args is nil
 	// Input is the tool input exactly as the model sent it (JSON text; for
 	// a call cut off by the output limit, the part that arrived).
-	Input      string
+	Input string
+	// Extra, on EventToolCall, is provider data the call carried that must
+	// go back with it (OpenAI-compatible extra_content: Gemini's thought
+	// signature); nil when none.
+	Extra      json.RawMessage
 	StopReason string // the provider's own value: end_turn, tool_use, max_tokens, stop, tool_calls, length, refusal, content_filter, ...
 	// Refusal is the refusal text the provider sent (OpenAI delta.refusal),
 	// on EventDone.
@@ -117,6 +128,24 @@ type Event struct {
 	// Usage is the turn's token use as the provider reported it, on
 	// EventDone; nil when it reported none (nothing is made up).
 	Usage *Usage
+	// Content, on EventDone, is the assistant message's content blocks in
+	// the provider's own wire form, for the caller to send back verbatim
+	// (Message.Content) when the message holds blocks that text and tool
+	// calls cannot represent: an Anthropic server tool use and its result,
+	// thinking, citations. The API rejects or loses them otherwise. Nil for
+	// a message of text and tool calls only.
+	Content json.RawMessage
+	// ServerTools, on EventDone, are the tools the provider ran itself
+	// during the turn (Anthropic server tools such as web_search): not ctx
+	// tool calls, and never run by ctx.
+	ServerTools []ServerTool
+}
+
+// ServerTool is one tool the provider ran on its side.
+type ServerTool struct {
+	ID    string
+	Name  string
+	Input string // its input JSON, bounded
 }
 
 // Usage is token use as a provider reports it (issue 18 item 3).

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -98,6 +100,15 @@ func FuzzReader(f *testing.F) {
 		"",
 	} {
 		f.Add([]byte(s))
+	}
+	// Every recorded provider stream (../testdata): Anthropic server tools,
+	// thinking, pause_turn; OpenAI reasoning and usage chunks; Gemini's
+	// thought signatures.
+	files, _ := filepath.Glob(filepath.Join("..", "testdata", "*.sse"))
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		const max = 256
