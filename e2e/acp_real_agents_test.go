@@ -190,6 +190,11 @@ type realAgentCase struct {
 	secret string                   // K=V lines of the secrets file
 	keys   []string                 // acp.json env keys
 	steps  []scriptStep
+	// terminal: its shell tool runs through ACP terminal/create.
+	terminal bool
+	// refused: the hosts it tries to reach whatever its settings say
+	// (refused by the proxy; under the e2e harness not even resolved).
+	refused []string
 }
 
 // runRealAgent creates the agent, sends one prompt with `ctx agent send`
@@ -244,22 +249,60 @@ func runRealAgent(t *testing.T, name string, c realAgentCase) {
 	if a := lastOf(ev, "assistant"); !strings.Contains(a.Text, final) {
 		t.Errorf("assistant %q", a.Text)
 	}
-	// Every step is a tool_call with its tool_result in events.jsonl.
-	var calls, oks int
+	// Every step is a tool_call with its ok tool_result in events.jsonl:
+	// the agent's reported calls of kinds read, edit, execute in order,
+	// the file's content and the listing among the results.
+	status := map[string]string{}
 	var results strings.Builder
 	for _, f := range ev {
-		switch f.Type {
-		case "tool_call":
-			calls++
-		case "tool_result":
-			if f.Status == "ok" {
-				oks++
-			}
+		if f.Type == "tool_result" {
+			status[f.CallID] = f.Status
 			results.WriteString(f.Content + "\n")
 		}
 	}
-	if calls < 3 || oks < 3 {
-		t.Errorf("tool_call %d, ok tool_result %d: want at least 3 each\n%s", calls, oks, rawFrames(ev))
+	var kinds []string
+	for _, f := range ev {
+		if f.Type == "tool_call" && f.Name == "acp" && len(f.Args) > 0 {
+			kinds = append(kinds, f.Args[0])
+			if status[f.CallID] != "ok" {
+				t.Errorf("tool_call %s: result %q", f.raw, status[f.CallID])
+			}
+		}
+	}
+	if strings.Join(kinds, " ") != "read edit execute" {
+		t.Errorf("reported tool calls %v, want [read edit execute]", kinds)
+	}
+	for _, want := range []string{"hello from the host 7731", "listed-marker.txt"} {
+		if !strings.Contains(results.String(), want) {
+			t.Errorf("no tool_result holds %q", want)
+		}
+	}
+	if c.terminal {
+		// Its shell command ran as ctx's terminal: recorded with its command line.
+		tc := lastOf(ev, "tool_call")
+		for _, f := range ev {
+			if f.Type == "tool_call" && f.Name == "terminal" {
+				tc = f
+			}
+		}
+		if tc.Name != "terminal" || !strings.Contains(strings.Join(tc.Args, " "), "ls /workspace") || status[tc.CallID] != "ok" {
+			t.Errorf("no ok terminal call running ls /workspace: %s", tc.raw)
+		}
+	}
+	// Offline: the agent reached nothing but the scripted provider. What
+	// else it tried is refused by the daemon's proxy, which logs it; only
+	// the targets the case names (and cannot turn off) may appear.
+	for _, l := range strings.Split(w.log.String(), "\n") {
+		if !strings.Contains(l, "egress refused") {
+			continue
+		}
+		known := false
+		for _, k := range c.refused {
+			known = known || strings.Contains(l, "target="+k+" ")
+		}
+		if !known {
+			t.Errorf("the agent tried to reach something else: %s", l)
+		}
 	}
 	// The new file is on the host with the content the model asked for.
 	if b, err := os.ReadFile(filepath.Join(ws, "new.txt")); err != nil || string(b) != "written by the agent 4410\n" {
@@ -313,8 +356,11 @@ func TestRealAgentClaudeCode(t *testing.T) {
 				"DISABLE_AUTOUPDATER=1\nDISABLE_TELEMETRY=1\nDISABLE_ERROR_REPORTING=1\n" +
 				"ANTHROPIC_MODEL=claude-sonnet-4-5\nANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5\n"
 		},
-		secret: "ANTHROPIC_API_KEY=sk-ant-dummy\n",
-		keys:   []string{"ANTHROPIC_API_KEY"},
+		secret:   "ANTHROPIC_API_KEY=sk-ant-dummy\n",
+		terminal: true,
+		// Not turned off by CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC.
+		refused: []string{"api.anthropic.com:443"},
+		keys:    []string{"ANTHROPIC_API_KEY"},
 		steps: []scriptStep{
 			{names: []string{"mcp__acp__Read", "Read"}, input: map[string]any{"file_path": "/workspace/in.txt"}},
 			{names: []string{"mcp__acp__Write", "Write"}, input: map[string]any{"file_path": "/workspace/new.txt", "content": "written by the agent 4410\n"}},
@@ -331,6 +377,9 @@ func TestRealAgentOpenCode(t *testing.T) {
 	runRealAgent(t, "oc", realAgentCase{
 		bin:  bin,
 		args: []string{"acp"},
+		// Its config directory's background install of @opencode-ai/plugin
+		// (a warning in its log when refused).
+		refused: []string{"registry.npmjs.org:443"},
 		env: func(addr string) string {
 			cfg := map[string]any{
 				"$schema":     "https://opencode.ai/config.json",
