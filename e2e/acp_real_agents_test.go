@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cortexfs/ctx/internal/cgroup"
 )
 
 // Real ACP agents under ctx: OpenCode's `opencode acp` and Claude Code's ACP
@@ -234,9 +236,31 @@ func runRealAgent(t *testing.T, name string, c realAgentCase) {
 	must(os.WriteFile(filepath.Join(ws, "in.txt"), []byte("hello from the host 7731\n"), 0o644))
 	must(os.WriteFile(filepath.Join(ws, "listed-marker.txt"), []byte("x\n"), 0o644))
 
+	// The run's processes are those in this daemon's cgroups: count them
+	// while the run lasts (so the check after it is not vacuous).
+	base := cgroup.BaseName(os.Getuid(), w.root)
+	stopPoll, peak := make(chan struct{}), make(chan int, 1)
+	go func() {
+		m := 0
+		for {
+			m = max(m, len(procsInCgroup(base)))
+			select {
+			case <-stopPoll:
+				peak <- m
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
 	start := time.Now()
 	r := w.ctx(ws, "", "agent", "send", name, "Read in.txt, write new.txt, then list the workspace.")
 	took := time.Since(start)
+	close(stopPoll)
+	if n := <-peak; n < 2 {
+		t.Errorf("at most %d processes seen in the run's cgroup %s during the run", n, base)
+	} else {
+		t.Logf("%s: up to %d processes in the run's cgroup", name, n)
+	}
 	t.Logf("%s: ctx agent send took %v (exit %d)", name, took.Round(time.Millisecond), r.code)
 	ev := w.events(name, "default")
 	t.Logf("events.jsonl:\n%s", rawFrames(ev))
@@ -324,10 +348,27 @@ func runRealAgent(t *testing.T, name string, c realAgentCase) {
 			t.Errorf("the provider never saw %q in the tool results", want)
 		}
 	}
-	noProcs(t, c.bin)
+	waitFor(t, "no process of the run left", 10*time.Second, func() bool { return len(procsInCgroup(base)) == 0 })
 	if t.Failed() {
 		t.Logf("provider requests:\n%s", dumpReqs(reqs))
 	}
+}
+
+// procsInCgroup lists host pids in a cgroup whose path holds base (the
+// daemon's ctx-<uid>-<hash> runs).
+func procsInCgroup(base string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cgroup"); err == nil && strings.Contains(string(b), "/"+base+"/") {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 func dumpReqs(reqs []providerReq) string {
