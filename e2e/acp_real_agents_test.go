@@ -394,8 +394,7 @@ func TestRealAgentClaudeCode(t *testing.T) {
 			return "PATH=/usr/local/bin:/usr/bin:/bin\n" +
 				"ANTHROPIC_BASE_URL=http://" + addr + "\n" +
 				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1\n" +
-				"DISABLE_AUTOUPDATER=1\nDISABLE_TELEMETRY=1\nDISABLE_ERROR_REPORTING=1\n" +
-				"ANTHROPIC_MODEL=claude-sonnet-4-5\nANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5\n"
+				"DISABLE_AUTOUPDATER=1\nDISABLE_TELEMETRY=1\nDISABLE_ERROR_REPORTING=1\n"
 		},
 		secret:   "ANTHROPIC_API_KEY=sk-ant-dummy\n",
 		terminal: true,
@@ -422,23 +421,17 @@ func TestRealAgentOpenCode(t *testing.T) {
 		// (a warning in its log when refused).
 		refused: []string{"registry.npmjs.org:443"},
 		env: func(addr string) string {
-			cfg := map[string]any{
-				"$schema":     "https://opencode.ai/config.json",
-				"model":       "anthropic/claude-sonnet-4-5",
-				"small_model": "anthropic/claude-sonnet-4-5",
-				"autoupdate":  false,
-				"share":       "disabled",
-				"permission":  map[string]any{"edit": "allow", "bash": "allow", "webfetch": "deny"},
-				"provider": map[string]any{"anthropic": map[string]any{
-					"options": map[string]any{"baseURL": "http://" + addr + "/v1", "apiKey": "sk-ant-dummy"},
-				}},
-			}
-			b, _ := json.Marshal(cfg)
+			// The README's recipe, with the scripted provider's address.
+			cfg := `{"model":"anthropic/claude-sonnet-4-5","autoupdate":false,"share":"disabled",` +
+				`"permission":{"edit":"allow","bash":"allow"},` +
+				`"provider":{"anthropic":{"options":{"baseURL":"http://` + addr + `/v1"}}}}`
 			return "PATH=/usr/local/bin:/usr/bin:/bin\n" +
-				"OPENCODE_CONFIG_CONTENT=" + string(b) + "\n" +
+				"OPENCODE_CONFIG_CONTENT=" + cfg + "\n" +
 				"OPENCODE_DISABLE_AUTOUPDATE=1\nOPENCODE_DISABLE_MODELS_FETCH=1\nOPENCODE_DISABLE_SHARE=1\n" +
 				"OPENCODE_DISABLE_LSP_DOWNLOAD=1\nOPENCODE_DISABLE_DEFAULT_PLUGINS=1\nOPENCODE_DISABLE_CLAUDE_CODE=1\n"
 		},
+		secret: "ANTHROPIC_API_KEY=sk-ant-dummy\n",
+		keys:   []string{"ANTHROPIC_API_KEY"},
 		steps: []scriptStep{
 			{names: []string{"read"}, input: map[string]any{"filePath": "/workspace/in.txt"}},
 			{names: []string{"write"}, input: map[string]any{"filePath": "/workspace/new.txt", "content": "written by the agent 4410\n"}},
