@@ -201,12 +201,13 @@ type realAgentCase struct {
 
 // runRealAgent creates the agent, sends one prompt with `ctx agent send`
 // from the workspace, and checks the run end to end.
-func runRealAgent(t *testing.T, name string, c realAgentCase) {
+// setupRealAgent starts a daemon and the scripted provider, creates the
+// agent with approval mode approval, and makes the workspace.
+func setupRealAgent(t *testing.T, name, approval, final string, c realAgentCase) (*world, *anthropicProvider, string) {
 	w := newWorld(t)
-	final := "All three steps are done."
 	p := newAnthropicProvider(t, final, c.steps...)
 	w.start()
-	cmd := []string{"agent", "create", name, "--abi", "acp-v1", "--exec", c.bin, "--approval", "auto"}
+	cmd := []string{"agent", "create", name, "--abi", "acp-v1", "--exec", c.bin, "--approval", approval}
 	if len(c.args) > 0 {
 		cmd = append(append(cmd, "--"), c.args...)
 	}
@@ -235,6 +236,12 @@ func runRealAgent(t *testing.T, name string, c realAgentCase) {
 	ws := w.workspace()
 	must(os.WriteFile(filepath.Join(ws, "in.txt"), []byte("hello from the host 7731\n"), 0o644))
 	must(os.WriteFile(filepath.Join(ws, "listed-marker.txt"), []byte("x\n"), 0o644))
+	return w, p, ws
+}
+
+func runRealAgent(t *testing.T, name string, c realAgentCase) {
+	final := "All three steps are done."
+	w, p, ws := setupRealAgent(t, name, "auto", final, c)
 
 	// The run's processes are those in this daemon's cgroups: count them
 	// while the run lasts (so the check after it is not vacuous).
@@ -387,8 +394,12 @@ func dumpReqs(reqs []providerReq) string {
 // writes a new file and runs `ls` (its ACP-backed Read/Write/Bash tools:
 // fs/read_text_file, fs/write_text_file, terminal/create).
 func TestRealAgentClaudeCode(t *testing.T) {
-	bin := acpAgentBin(t, "claude-code-acp")
-	runRealAgent(t, "claude", realAgentCase{
+	runRealAgent(t, "claude", claudeCase(acpAgentBin(t, "claude-code-acp")))
+}
+
+// claudeCase is Claude Code's ACP adapter as the README's recipe sets it up.
+func claudeCase(bin string) realAgentCase {
+	return realAgentCase{
 		bin: bin,
 		env: func(addr string) string {
 			return "PATH=/usr/local/bin:/usr/bin:/bin\n" +
@@ -406,7 +417,61 @@ func TestRealAgentClaudeCode(t *testing.T) {
 			{names: []string{"mcp__acp__Write", "Write"}, input: map[string]any{"file_path": "/workspace/new.txt", "content": "written by the agent 4410\n"}},
 			{names: []string{"mcp__acp__Bash", "Bash"}, input: map[string]any{"command": "ls /workspace", "description": "List the workspace", "timeout": 60000}},
 		},
-	})
+	}
+}
+
+// TestRealAgentClaudeCodeAsk: in `ask` mode Claude Code's permission
+// requests (its Write and Bash) and the terminal behind its Bash are ctx
+// approval requests; each allowed once, the run completes as in auto mode.
+func TestRealAgentClaudeCodeAsk(t *testing.T) {
+	final := "All three steps are done."
+	w, _, ws := setupRealAgent(t, "claude", "ask", final, claudeCase(acpAgentBin(t, "claude-code-acp")))
+	c := w.dial("claude")
+	c.send(sendReq("msg-1", "Read in.txt, write new.txt, then list the workspace.", "workspace", ws))
+	var asked []string
+	var fs []frame
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) {
+		f, err := c.next(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("%v after:\n%s", err, rawFrames(fs))
+		}
+		fs = append(fs, f)
+		if f.Type == "approval_request" {
+			asked = append(asked, f.Name+":"+strings.Join(f.Args, " "))
+			c.send(map[string]any{"op": "approve", "run": f.Run, "id": f.ID, "decision": "allow_once"})
+		}
+		if f.Type == "done" {
+			break
+		}
+	}
+	t.Logf("approval requests: %q", asked)
+	if d := lastOf(fs, "done"); d.Status != "ok" || !strings.Contains(lastOf(fs, "assistant").Text, final) {
+		t.Fatalf("done %s\n%s", d.raw, rawFrames(fs))
+	}
+	// Write and Bash ask (reading does not); the terminal behind the Bash
+	// asks once more (README: a command is asked twice in ask mode).
+	var write, bash, term bool
+	for _, a := range asked {
+		write = write || strings.Contains(a, "Write")
+		bash = bash || strings.Contains(a, "ls /workspace") && strings.HasPrefix(a, "acp:")
+		term = term || strings.HasPrefix(a, "terminal:") && strings.Contains(a, "ls /workspace")
+	}
+	if !write || !bash || !term || len(asked) != 3 {
+		t.Errorf("approval requests %q: want exactly Claude Code's Write and Bash and ctx's terminal running ls", asked)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "new.txt")); err != nil || string(b) != "written by the agent 4410\n" {
+		t.Errorf("new.txt = %q, %v", b, err)
+	}
+	approvals := 0
+	for _, f := range w.events("claude", "default") {
+		if f.Type == "approval" && f.Decision == "allow_once" {
+			approvals++
+		}
+	}
+	if approvals != len(asked) {
+		t.Errorf("%d allow_once approvals in events.jsonl, %d requests", approvals, len(asked))
+	}
 }
 
 // TestRealAgentOpenCode: `opencode acp` with its bundled anthropic provider
