@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,6 +63,7 @@ func Attach(pid int, exe string, pol netpolicy.Policy, log *slog.Logger) (*Proxy
 	p := &Proxy{Policy: pol, Log: log}
 	if os.Getenv(EnvLoopbackOnly) == "1" {
 		p.Dialer = loopbackOnly{}
+		p.Resolver = loopbackOnly{}
 	}
 	lns := make([]net.Listener, len(files))
 	for i, f := range files {
@@ -228,6 +230,17 @@ func (loopbackOnly) DialContext(ctx context.Context, network, addr string) (net.
 		return nil, fmt.Errorf("%s is set: not dialling %s", EnvLoopbackOnly, addr)
 	}
 	return (&net.Dialer{Timeout: dialTimeout}).DialContext(ctx, network, addr)
+}
+
+// LookupNetIP answers localhost without a query and refuses every other
+// name: under EnvLoopbackOnly a name a sandbox asks for (an agent's
+// telemetry host, a package registry) must not become a DNS packet to the
+// host's resolver either.
+func (loopbackOnly) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}, nil
+	}
+	return nil, fmt.Errorf("%s is set: not resolving %s", EnvLoopbackOnly, host)
 }
 
 // sameNS compares the namespace f with the one at path.

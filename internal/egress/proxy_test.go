@@ -230,3 +230,21 @@ func TestProxyBounds(t *testing.T) {
 		t.Errorf("connection %d was served: %v", maxConns+1, err)
 	}
 }
+
+// TestLoopbackOnlyResolver: under CTX_EGRESS_LOOPBACK_ONLY a name other
+// than localhost is refused without a DNS query (the refusal says why);
+// localhost is answered with the loopback addresses.
+func TestLoopbackOnlyResolver(t *testing.T) {
+	var r Resolver = loopbackOnly{}
+	for _, h := range []string{"api.anthropic.com", "registry.npmjs.org", "localhost.example"} {
+		if a, err := r.LookupNetIP(context.Background(), "ip", h); err == nil || !strings.Contains(err.Error(), EnvLoopbackOnly) {
+			t.Errorf("%s: %v %v", h, a, err)
+		}
+	}
+	for _, h := range []string{"localhost", "LOCALHOST."} {
+		a, err := r.LookupNetIP(context.Background(), "ip", h)
+		if err != nil || len(a) != 2 || !a[0].IsLoopback() || !a[1].IsLoopback() {
+			t.Errorf("%s: %v %v", h, a, err)
+		}
+	}
+}

@@ -217,9 +217,18 @@ func (p Policy) ProxyPort() uint16 {
 // granted loopback address directly); it grants nothing by itself.
 const EnvLocal = "CTX_NET_LOCAL"
 
+// NoProxy is the sandbox's NO_PROXY: its own loopback. Loopback inside
+// the sandbox is its own network namespace — servers an agent runs there
+// (OpenCode's ACP mode talks to its own HTTP server on 127.0.0.1) and the
+// listeners of `net local` loopback grants — while the proxy can only
+// reach the host's loopback, a different place: a client that sent
+// 127.0.0.1 to the proxy never reached the server beside it.
+const NoProxy = "localhost,127.0.0.1,::1"
+
 // Env is what a `net` sandbox's programs get: the proxy for HTTP and
 // HTTPS (curl, pip, npm, git over https, Go and Node with
-// NODE_USE_ENV_PROXY), NO_PROXY empty, and the grants.
+// NODE_USE_ENV_PROXY), NO_PROXY = the sandbox's own loopback, and the
+// grants.
 func (p Policy) Env() map[string]string {
 	u := "http://127.0.0.1:" + strconv.Itoa(int(p.ProxyPort()))
 	local := make([]string, len(p.Local))
@@ -228,7 +237,7 @@ func (p Policy) Env() map[string]string {
 	}
 	return map[string]string{
 		"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u,
-		"NO_PROXY": "", "no_proxy": "", "NODE_USE_ENV_PROXY": "1",
+		"NO_PROXY": NoProxy, "no_proxy": NoProxy, "NODE_USE_ENV_PROXY": "1",
 		EnvLocal: strings.Join(local, " "),
 	}
 }

@@ -100,7 +100,7 @@ func TestEnvAndListens(t *testing.T) {
 		t.Errorf("proxy port %d", p.ProxyPort())
 	}
 	e := p.Env()
-	if e["HTTPS_PROXY"] != "http://127.0.0.1:3129" || e["http_proxy"] != e["HTTPS_PROXY"] || e["NO_PROXY"] != "" || e["NODE_USE_ENV_PROXY"] != "1" || e[EnvLocal] != "127.0.0.1:3128 10.0.0.1:3129 [::1]:3129" {
+	if e["HTTPS_PROXY"] != "http://127.0.0.1:3129" || e["http_proxy"] != e["HTTPS_PROXY"] || e["NO_PROXY"] != "localhost,127.0.0.1,::1" || e["no_proxy"] != e["NO_PROXY"] || e["NODE_USE_ENV_PROXY"] != "1" || e[EnvLocal] != "127.0.0.1:3128 10.0.0.1:3129 [::1]:3129" {
 		t.Errorf("env %v", e)
 	}
 	got := []string{}
