@@ -183,6 +183,10 @@ func Parse(file string, data []byte) (*File, error) {
 	dec.DisallowUnknownFields()
 	var f File
 	if err := dec.Decode(&f); err != nil {
+		if strings.Contains(err.Error(), `unknown field "mcpServers"`) {
+			// Claude Code's .mcp.json copied in: say how to bring it in.
+			return nil, fmt.Errorf("%s: %v: this is Claude Code's .mcp.json format, not ctx's: import it with `ctx mcp import FILE` (then remove this file): %w", file, err, ErrInvalid)
+		}
 		return nil, fmt.Errorf("%s: %v: %w", file, err, ErrInvalid)
 	}
 	if dec.More() {

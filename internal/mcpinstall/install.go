@@ -88,6 +88,32 @@ func (r Resolver) Resolve(command string, args []string) (*mcpconf.Server, error
 			s.Binds = append(s.Binds, pkg)
 		}
 	}
+	if isNode(real) {
+		// `node /path/dist/index.js` (the form existing configs hold): the
+		// script imports its siblings and dependencies, so the package it
+		// belongs to is bound, not only the one file.
+		s.Binds = append(s.Binds, nodeInstall(real)...)
+		if i := scriptArg(args); i >= 0 {
+			script, err := filepath.Abs(args[i])
+			if err != nil {
+				return nil, err
+			}
+			rs, err := filepath.EvalSymlinks(script)
+			if err != nil {
+				return nil, fmt.Errorf("%s: the script %s: %w", command, args[i], err)
+			}
+			if st, err := os.Stat(rs); err != nil || !st.Mode().IsRegular() {
+				return nil, fmt.Errorf("%s: the script %s (%s) is not a regular file", command, args[i], rs)
+			}
+			// The sandbox's working directory is not the caller's: the
+			// script is named by its real absolute path.
+			s.Args = append(append(append([]string{}, args[:i]...), rs), args[i+1:]...)
+			args = s.Args
+			if pkg := packageDir(rs); pkg != "" {
+				s.Binds = append(s.Binds, pkg)
+			}
+		}
+	}
 	for _, a := range args {
 		// A file an argument names (a script, a config) is bound; a
 		// directory is not — a server sees directories through the view.
@@ -182,6 +208,25 @@ func (r Resolver) node(interp string) (string, error) {
 		return "", fmt.Errorf("node: %w", err)
 	}
 	return real, nil
+}
+
+// scriptArg is the index of node's script among its arguments: the first
+// that is not an option (an option taking a value, such as -r MODULE,
+// skips that value), or -1 (node -e CODE, or none).
+func scriptArg(args []string) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-e" || a == "--eval" || a == "-p" || a == "--print" || a == "--":
+			return -1
+		case a == "-r" || a == "--require" || a == "--import" || a == "--loader" || a == "--experimental-loader":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			return i
+		}
+	}
+	return -1
 }
 
 func isNode(interp string) bool {

@@ -68,3 +68,62 @@ func TestResolve(t *testing.T) {
 		t.Errorf("a binary: %+v %v", s, err)
 	}
 }
+
+// TestResolveNodeScript: `node /path/dist/index.js` binds the package the
+// script belongs to — the outermost node_modules above it, or the package
+// root (package.json and its node_modules) of a checkout — not only the
+// file, so a multi-file server finds its modules; a relative script
+// becomes its real absolute path. spec: issue 13
+func TestResolveNodeScript(t *testing.T) {
+	dir := t.TempDir()
+	node := filepath.Join(dir, "opt", "node", "bin", "node")
+	os.MkdirAll(filepath.Dir(node), 0o755)
+	os.WriteFile(node, []byte("#!/bin/sh\n"), 0o755)
+	nm := filepath.Join(dir, "prefix", "node_modules")
+	inNM := filepath.Join(nm, "@scope", "server-x", "dist", "index.js")
+	os.MkdirAll(filepath.Dir(inNM), 0o755)
+	os.WriteFile(inNM, []byte("import './lib.js'\n"), 0o644)
+	repo := filepath.Join(dir, "src", "my-server")
+	checkout := filepath.Join(repo, "build", "index.js")
+	os.MkdirAll(filepath.Dir(checkout), 0o755)
+	os.MkdirAll(filepath.Join(repo, "node_modules", "dep"), 0o755)
+	os.WriteFile(filepath.Join(repo, "package.json"), []byte(`{"name":"my-server"}`), 0o644)
+	os.WriteFile(checkout, []byte("import 'dep'\n"), 0o644)
+	r := Resolver{LookPath: func(n string) (string, error) {
+		if n == "node" {
+			return node, nil
+		}
+		return "", errors.New("not found")
+	}}
+	nodeDir := filepath.Join(dir, "opt", "node")
+	for _, c := range []struct {
+		name  string
+		args  []string
+		want  []string
+		binds []string
+	}{
+		{"under node_modules", []string{inNM, "/workspace"}, []string{inNM, "/workspace"}, []string{nodeDir, nm, inNM}},
+		{"a checkout", []string{"--enable-source-maps", checkout}, []string{"--enable-source-maps", checkout}, []string{nodeDir, repo, checkout}},
+		{"-r MODULE first", []string{"-r", "x", checkout}, []string{"-r", "x", checkout}, []string{nodeDir, repo, checkout}},
+		{"eval", []string{"-e", "1"}, []string{"-e", "1"}, []string{nodeDir}},
+	} {
+		s, err := r.Resolve("node", c.args)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if s.Command != node || !reflect.DeepEqual(s.Args, c.want) || !reflect.DeepEqual(s.Binds, c.binds) {
+			t.Errorf("%s: %+v, want args %v binds %v", c.name, s, c.want, c.binds)
+		}
+	}
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	os.Chdir(repo)
+	s, err := r.Resolve("node", []string{"build/index.js"})
+	if err != nil || s.Args[0] != checkout {
+		t.Errorf("a relative script: %+v %v", s, err)
+	}
+	if _, err := r.Resolve("node", []string{filepath.Join(repo, "absent.js")}); err == nil {
+		t.Error("an absent script resolved")
+	}
+}
