@@ -124,6 +124,7 @@ func Run(ctx context.Context, env *Env) *Report {
 		r.add(CheckCgroup(env.Cgroups(ctx)))
 	}
 	r.add(env.agents()...)
+	r.add(env.mcpFiles()...)
 	r.add(env.providers()...)
 	r.OK = !r.Failed()
 	return r

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcpconf"
+	"github.com/cortexfs/ctx/internal/pathin"
 )
 
 // ErrDownload refuses a command that would download code at run time.
@@ -148,8 +149,8 @@ func (r Resolver) npx(args []string) (*mcpconf.Server, error) {
 		if b := filepath.Base(name); b != "" {
 			bin = b
 		}
-		return nil, fmt.Errorf("npx %s: %s: %w. Install it first:\n  npm install -g %s\nthen add its installed command instead of npx, e.g.:\n  ctx mcp add NAME -- %s %s",
-			pkg, why, ErrDownload, pkg, bin, strings.Join(rest, " "))
+		return nil, fmt.Errorf("npx %s: %s: %w. Install it first:\n  npm install -g %s\nthen add its installed command instead of npx, e.g.:\n  ctx mcp add NAME -- %s",
+			pkg, why, ErrDownload, pkg, strings.Join(append([]string{bin}, rest...), " "))
 	}
 	if r.NpmRoot == nil {
 		return refuse("npm is not available to find it")
@@ -293,12 +294,23 @@ func packageDir(script string) string {
 	return ""
 }
 
+// dedupe drops repeated binds and those inside another bind (already
+// visible through it).
 func dedupe(in []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		covered := false
+		for _, o := range in {
+			if o != s && pathin.Inside(s, o) {
+				covered = true
+			}
+		}
+		if !covered {
 			out = append(out, s)
 		}
 	}

@@ -102,9 +102,9 @@ func TestResolveNodeScript(t *testing.T) {
 		want  []string
 		binds []string
 	}{
-		{"under node_modules", []string{inNM, "/workspace"}, []string{inNM, "/workspace"}, []string{nodeDir, nm, inNM}},
-		{"a checkout", []string{"--enable-source-maps", checkout}, []string{"--enable-source-maps", checkout}, []string{nodeDir, repo, checkout}},
-		{"-r MODULE first", []string{"-r", "x", checkout}, []string{"-r", "x", checkout}, []string{nodeDir, repo, checkout}},
+		{"under node_modules", []string{inNM, "/workspace"}, []string{inNM, "/workspace"}, []string{nodeDir, nm}},
+		{"a checkout", []string{"--enable-source-maps", checkout}, []string{"--enable-source-maps", checkout}, []string{nodeDir, repo}},
+		{"-r MODULE first", []string{"-r", "x", checkout}, []string{"-r", "x", checkout}, []string{nodeDir, repo}},
 		{"eval", []string{"-e", "1"}, []string{"-e", "1"}, []string{nodeDir}},
 	} {
 		s, err := r.Resolve("node", c.args)
