@@ -127,3 +127,56 @@ func TestResolveNodeScript(t *testing.T) {
 		t.Error("an absent script resolved")
 	}
 }
+
+// TestResolveVirtualenv: a virtualenv's python keeps its own path (Python
+// finds pyvenv.cfg from it) and binds the virtualenv; a console script of
+// a virtualenv binds it too. spec: issue 13
+func TestResolveVirtualenv(t *testing.T) {
+	dir := t.TempDir()
+	venv := filepath.Join(dir, "venv")
+	os.MkdirAll(filepath.Join(venv, "bin"), 0o755)
+	os.WriteFile(filepath.Join(venv, "pyvenv.cfg"), []byte("home = /usr/bin\n"), 0o644)
+	sys := filepath.Join(dir, "pyenv", "bin", "python3.11")
+	base := filepath.Join(dir, "pyenv")
+	os.MkdirAll(filepath.Dir(sys), 0o755)
+	os.WriteFile(sys, []byte("\x7fELF"), 0o755)
+	py := filepath.Join(venv, "bin", "python3")
+	os.Symlink(sys, py)
+	script := filepath.Join(venv, "bin", "mcp-server-fetch")
+	os.WriteFile(script, []byte("#!"+py+"\nimport x\n"), 0o755)
+	r := Resolver{LookPath: func(string) (string, error) { return "", errors.New("not found") }}
+	s, err := r.Resolve(py, []string{"-m", "srv"})
+	if err != nil || s.Command != py || !reflect.DeepEqual(s.Binds, []string{venv, base}) {
+		t.Errorf("venv python: %+v %v", s, err)
+	}
+	s, err = r.Resolve(script, nil)
+	if err != nil || s.Command != script || !reflect.DeepEqual(s.Binds, []string{venv, base}) {
+		t.Errorf("console script: %+v %v", s, err)
+	}
+	os.Remove(filepath.Join(venv, "pyvenv.cfg"))
+	if s, err := r.Resolve(py, nil); err != nil || s.Command != sys || len(s.Binds) != 0 {
+		t.Errorf("not a virtualenv: %+v %v", s, err)
+	}
+}
+
+// TestResolveDownloaders: uvx, uv tool run, pipx run, bunx, pnpm/yarn dlx
+// would fetch code at every start: refused with the install line.
+func TestResolveDownloaders(t *testing.T) {
+	r := Resolver{LookPath: func(n string) (string, error) { return "/usr/bin/" + n, nil }}
+	for _, c := range []struct {
+		cmd  string
+		args []string
+		fix  string
+	}{
+		{"uvx", []string{"mcp-server-fetch"}, "uv tool install mcp-server-fetch"},
+		{"uv", []string{"tool", "run", "--quiet", "mcp-server-git"}, "uv tool install mcp-server-git"},
+		{"pipx", []string{"run", "mcp-server-time"}, "pipx install mcp-server-time"},
+		{"bunx", []string{"-y", "@x/server"}, "npm install -g @x/server"},
+		{"/usr/bin/pnpm", []string{"dlx", "@x/server"}, "npm install -g @x/server"},
+	} {
+		_, err := r.Resolve(c.cmd, c.args)
+		if !errors.Is(err, ErrDownload) || !strings.Contains(err.Error(), c.fix) {
+			t.Errorf("%s %v: %v", c.cmd, c.args, err)
+		}
+	}
+}
