@@ -206,6 +206,12 @@ func parseCodex(data []byte, getenv func(string) (string, bool)) ([]*Foreign, er
 			f.Problem = fmt.Sprintf("cannot be read: %v", err)
 			continue
 		}
+		if k := undecoded(md, name); k != "" {
+			// Not silently dropped: oauth, scopes and whatever comes next
+			// change what the server is.
+			f.Problem = fmt.Sprintf("field %q is not supported", k)
+			continue
+		}
 		if s.Enabled != nil && !*s.Enabled {
 			f.Disabled = true
 		}
@@ -231,6 +237,20 @@ func parseCodex(data []byte, getenv func(string) (string, bool)) ([]*Foreign, er
 		fill(f, s.Command, s.Args, s.Env, s.URL, getenv)
 	}
 	return out, nil
+}
+
+// undecoded is the first key of [mcp_servers.NAME] that codexServer does
+// not know, or "".
+func undecoded(md toml.MetaData, name string) string {
+	for _, k := range md.Undecoded() {
+		if len(k) >= 3 && k[0] == "mcp_servers" && k[1] == name {
+			if k[2] == "required" { // fail Codex's start when the server fails: no meaning here
+				continue
+			}
+			return k[2]
+		}
+	}
+	return ""
 }
 
 // fill expands and copies what a server declares into f, setting Problem

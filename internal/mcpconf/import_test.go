@@ -64,6 +64,9 @@ func TestParseCodex(t *testing.T) {
 		{"both", "[mcp_servers.c]\ncommand = \"x\"\nurl = \"http://h/\"\n", []Foreign{{Name: "c", Problem: "both"}}, false},
 		{"wrong type", "[mcp_servers.c]\ncommand = 1\n", []Foreign{{Name: "c", Problem: "cannot be read"}}, false},
 		{"bad env_vars", "[mcp_servers.c]\ncommand = \"x\"\nenv_vars = [\"A-B\"]\n", []Foreign{{Name: "c", Problem: "env_vars"}}, false},
+		{"oauth", "[mcp_servers.r]\nurl = \"https://e/x\"\n[mcp_servers.r.oauth]\nclient_id = \"c\"\n", []Foreign{{Name: "r", Problem: `field "oauth"`}}, false},
+		{"unknown key", "[mcp_servers.r]\ncommand = \"x\"\nscopes = [\"a\"]\nrequired = true\n", []Foreign{{Name: "r", Problem: `field "scopes"`}}, false},
+		{"required", "[mcp_servers.r]\ncommand = \"x\"\nrequired = true\ntool_timeout_sec = 30\n", []Foreign{{Name: "r", Command: "x"}}, false},
 		{"none", "model = \"x\"\n", nil, true},
 		{"not toml", "[[[", nil, true},
 	} {
