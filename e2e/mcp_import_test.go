@@ -48,7 +48,7 @@ func claudeMCP(npm string) string {
 // servers as `ctx mcp add` would and each answers a call through tsh; the
 // npx entry is refused with the fix printed and, all or nothing, nothing
 // is written until it is left out; env values go to the owner-only
-// secrets file, never mcp.json. spec: issue 13 (import)
+// secrets file, never mcp.json. (README "MCP servers as tsh tools", Importing)
 func TestMCPImportClaude(t *testing.T) {
 	npm := needServers(t)
 	w := newWorld(t)
@@ -121,7 +121,7 @@ func TestMCPImportClaude(t *testing.T) {
 // TestMCPImportCodex: Codex's config.toml [mcp_servers.*] into one agent's
 // declarations: a command with args, env values and env_vars taken from
 // the importing environment (to the secrets file), a disabled server
-// skipped, a url server refused without --net. spec: issue 13 (import)
+// skipped, a url server refused without --net. (README "MCP servers as tsh tools", Importing)
 func TestMCPImportCodex(t *testing.T) {
 	npm := needServers(t)
 	w := newWorld(t)
@@ -179,7 +179,7 @@ url = "http://127.0.0.1:9/mcp"
 // TestMCPCopiedClaudeFile: a .mcp.json copied in as an agent's mcp.json is
 // an error in `ctx doctor` naming `ctx mcp import` (and in the refusal of
 // a call); importing the file in place makes it valid and its servers
-// callable. spec: issue 13 (doctor)
+// callable. (README "MCP servers as tsh tools", Importing: doctor)
 func TestMCPCopiedClaudeFile(t *testing.T) {
 	npm := needServers(t)
 	w := newWorld(t)
@@ -219,7 +219,7 @@ func TestMCPCopiedClaudeFile(t *testing.T) {
 // TestMCPToolsWorkspace: `ctx mcp tools` binds the caller's cwd as the
 // workspace (judged as a request's is), so a server given /workspace can
 // be listed — with and without --agent; from / nothing is bound and it
-// says so. spec: issue 13
+// says so (README "MCP servers as tsh tools").
 func TestMCPToolsWorkspace(t *testing.T) {
 	npm := needServers(t)
 	w := newWorld(t)
@@ -231,6 +231,9 @@ func TestMCPToolsWorkspace(t *testing.T) {
 		if r := w.ctx(ws, "", args...); r.code != 0 || !strings.Contains(r.stdout, "fs.read_text_file") {
 			t.Errorf("%v from a workspace: %d\n%s%s", args, r.code, r.stdout, r.stderr)
 		}
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Errorf("listing left %d entries in the workspace (%s…)", len(ents), ents[0].Name())
 	}
 	if r := w.ctx("/", "", "mcp", "tools", "fs"); r.code == 0 || !strings.Contains(r.stderr, "no workspace bound") {
 		t.Errorf("from /: %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -261,7 +264,7 @@ for line in sys.stdin:
 // declared as Claude Code configs hold it (VENV/bin/python -m PKG), runs
 // with its virtualenv (kept by path, bound read-only) and imports its
 // package's modules. A uvx entry is refused with the install line.
-// spec: issue 13 (import)
+// (README "MCP servers as tsh tools", Importing)
 func TestMCPImportVirtualenv(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		missing(t, "python3 is not installed")

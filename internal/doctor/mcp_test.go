@@ -12,7 +12,7 @@ import (
 
 // TestCheckMCPFile: a copied .mcp.json fails naming `ctx mcp import`; a
 // declared command or bind that is gone, or a missing env file, warns; a
-// sound file is ok. spec: issue 13 (doctor)
+// sound file is ok. (README "MCP servers as tsh tools", Importing: doctor)
 func TestCheckMCPFile(t *testing.T) {
 	dir := t.TempDir()
 	l := layout.Layout{Root: filepath.Join(dir, "root"), UID: 1000}

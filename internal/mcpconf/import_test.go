@@ -14,7 +14,7 @@ func env(m map[string]string) func(string) (string, bool) {
 // TestParseClaude: Claude Code's .mcp.json servers come back with their
 // command, args, env values (expanded as Claude Code expands them) and
 // url; what ctx cannot honour is a per-server Problem, never dropped.
-// spec: issue 13 (import)
+// (README "MCP servers as tsh tools", Importing)
 func TestParseClaude(t *testing.T) {
 	getenv := env(map[string]string{"HOME": "/home/p", "TOKEN": "s3cret"})
 	for _, c := range []struct {
@@ -45,7 +45,7 @@ func TestParseClaude(t *testing.T) {
 	}
 }
 
-// TestParseCodex: Codex's [mcp_servers.NAME] tables. spec: issue 13 (import)
+// TestParseCodex: Codex's [mcp_servers.NAME] tables. (README "MCP servers as tsh tools", Importing)
 func TestParseCodex(t *testing.T) {
 	for _, c := range []struct {
 		name, data string
@@ -121,7 +121,7 @@ func TestDetectFormat(t *testing.T) {
 }
 
 // TestParseCopiedClaudeFile: a .mcp.json copied in as mcp.json is refused
-// naming the import. spec: issue 13
+// naming the import (README "MCP servers as tsh tools").
 func TestParseCopiedClaudeFile(t *testing.T) {
 	_, err := Parse("mcp.json", []byte(`{"mcpServers":{"a":{"command":"x"}}}`))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "ctx mcp import") {

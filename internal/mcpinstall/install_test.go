@@ -73,7 +73,7 @@ func TestResolve(t *testing.T) {
 // script belongs to — the outermost node_modules above it, or the package
 // root (package.json and its node_modules) of a checkout — not only the
 // file, so a multi-file server finds its modules; a relative script
-// becomes its real absolute path. spec: issue 13
+// becomes its real absolute path (README "MCP servers as tsh tools").
 func TestResolveNodeScript(t *testing.T) {
 	dir := t.TempDir()
 	node := filepath.Join(dir, "opt", "node", "bin", "node")
@@ -130,7 +130,7 @@ func TestResolveNodeScript(t *testing.T) {
 
 // TestResolveVirtualenv: a virtualenv's python keeps its own path (Python
 // finds pyvenv.cfg from it) and binds the virtualenv; a console script of
-// a virtualenv binds it too. spec: issue 13
+// a virtualenv binds it too (README "MCP servers as tsh tools").
 func TestResolveVirtualenv(t *testing.T) {
 	dir := t.TempDir()
 	venv := filepath.Join(dir, "venv")
