@@ -162,6 +162,12 @@ url = "http://127.0.0.1:9/mcp"
 	if strings.Contains(string(b), "tok-from-env") || !strings.Contains(string(b), "CODEX_TEST_TOKEN") || strings.Contains(string(b), "remote") {
 		t.Errorf("%s:\n%s", decl, b)
 	}
+	if r := w.ctxEnv(src, env, "mcp", "import", file, "--agent", "a", "--only", "remote", "--net", "remote"); r.code != 0 {
+		t.Errorf("url with --net: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(decl); !strings.Contains(string(b), `"url": "http://127.0.0.1:9/mcp"`) || !strings.Contains(string(b), `"net": true`) {
+		t.Errorf("the url server: %s", b)
+	}
 	ef := filepath.Join(w.root, "home", strconv.Itoa(os.Getuid()), "secrets", "mcp", "mem.env")
 	if b, _ := os.ReadFile(ef); !strings.Contains(string(b), "CODEX_TEST_TOKEN=tok-from-env\n") || !strings.Contains(string(b), "MEMORY_FILE_PATH=/home/agent/codex-mem.jsonl\n") {
 		t.Errorf("env file: %q", b)
