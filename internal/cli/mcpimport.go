@@ -22,8 +22,8 @@ import (
 type McpImportCmd struct {
 	File    string   `arg:"" help:"Claude Code's .mcp.json ({\"mcpServers\": …}) or Codex's config.toml ([mcp_servers.NAME])."`
 	Agent   string   `help:"Declare them for this agent only (agent/<name>.d/mcp.json)."`
-	Only    []string `help:"Import only these servers of the file." sep:"," placeholder:"NAME,…"`
-	Net     []string `help:"Give these servers network access (a type http / url server needs it)." sep:"," placeholder:"NAME,…"`
+	Only    []string `help:"Import only these servers of the file." sep:"," placeholder:"NAME"`
+	Net     []string `help:"Give these servers network access (a type http / url server needs it)." sep:"," placeholder:"NAME"`
 	Format  string   `help:"claude or codex (default: codex for *.toml, else claude)." enum:",claude,codex" default:""`
 	Force   bool     `help:"Replace existing declarations of the same names."`
 	Partial bool     `help:"Import the servers that can be imported even when others are refused (default: all or nothing)."`
