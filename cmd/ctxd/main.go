@@ -47,7 +47,7 @@ func run(args []string) int {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
-		err = ctxd.MCPTools(ctx, l, args[1], agent, os.Stdout)
+		err = ctxd.MCPTools(ctx, l, args[1], agent, os.Stdout, os.Stderr)
 	case args[0] == reaper.Command:
 		err = reaper.Run(args[1:], os.NewFile(3, "daemon"), os.Stderr)
 	default:

@@ -20,6 +20,7 @@ import (
 // the daemon reads them at every call (no restart needed).
 type McpCmd struct {
 	Add    McpAddCmd    `cmd:"" help:"Declare an MCP server. Example: ctx mcp add fs -- mcp-server-filesystem /workspace"`
+	Import McpImportCmd `cmd:"" help:"Declare the servers of Claude Code's .mcp.json or Codex's config.toml as ctx mcp add would. Example: ctx mcp import .mcp.json --dry-run"`
 	List   McpListCmd   `cmd:"" help:"List declared MCP servers. Example: ctx mcp list"`
 	Remove McpRemoveCmd `cmd:"" aliases:"rm" help:"Remove an MCP server declaration and its env file. Example: ctx mcp remove fs"`
 	Tools  McpToolsCmd  `cmd:"" help:"Start a server once in the sandbox and list its tools. Example: ctx mcp tools fs"`

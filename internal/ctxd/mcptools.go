@@ -15,14 +15,16 @@ import (
 	"github.com/cortexfs/ctx/internal/mcphost"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/version"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // MCPTools is `ctx mcp tools NAME [--agent A]` (issue 13): the server
 // started once in a sandbox (the agent's view with agent, else a bare
-// one), its tools listed, the server stopped. It runs here, not in ctx,
+// one) with the caller's cwd as its workspace, its tools listed, the
+// server stopped. It runs here, not in ctx,
 // because it starts a sandbox (issue 15 item 4: the client links none of
 // that).
-func MCPTools(ctx context.Context, l layout.Layout, name, agent string, stdout io.Writer) error {
+func MCPTools(ctx context.Context, l layout.Layout, name, agent string, stdout, stderr io.Writer) error {
 	user, err := mcpconf.Load(filepath.Join(l.UserHome(), mcpconf.FileName))
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
@@ -37,7 +39,18 @@ func MCPTools(ctx context.Context, l layout.Layout, name, agent string, stdout i
 		if agentFile, err = mcpconf.Load(filepath.Join(def.Control, mcpconf.FileName)); err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
-		view = sandbox.View{Layout: l, Def: def, Session: "mcp-tools"}
+		view = sandbox.View{Layout: l, Def: def, Session: "mcp-tools", Placeholders: workspace.NewRegistry()}
+	}
+	// The caller's cwd is its workspace, judged as a request's workspace is
+	// (agentdef.OpenWorkspace): a server given /workspace can then be
+	// listed. A directory that would be refused is not bound, and says so.
+	if wd, err := os.Getwd(); err == nil {
+		ws, err := judgeWorkspace(l, agent, wd)
+		if err != nil {
+			fmt.Fprintf(stderr, "ctx: no workspace bound (a server given /workspace will not find it): %v\n", err)
+		} else {
+			view.Workspace = ws
+		}
 	}
 	decl := mcpconf.Merge(user, agentFile)[name]
 	if decl == nil {
@@ -63,4 +76,22 @@ func MCPTools(ctx context.Context, l layout.Layout, name, agent string, stdout i
 		fmt.Fprintf(stdout, "  args: %s\n", mcphost.CompactSchema(t.InputSchema))
 	}
 	return nil
+}
+
+// judgeWorkspace is the real path of dir when it may be a workspace of
+// agent (of any agent, with no .d/protect grants, when agent is "").
+func judgeWorkspace(l layout.Layout, agent, dir string) (string, error) {
+	var d *workspace.Dir
+	var err error
+	if agent != "" {
+		d, err = agentdef.OpenWorkspace(l, agent, dir, nil)
+	} else {
+		g, _ := workspace.ParseGrants(nil)
+		d, err = workspace.Open(dir, workspace.Options{Layout: l, Grants: g, Write: true, Resolve: true})
+	}
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	return d.Path, nil
 }

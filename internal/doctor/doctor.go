@@ -125,6 +125,7 @@ func Run(ctx context.Context, env *Env) *Report {
 	}
 	r.add(env.agents()...)
 	r.add(env.nestedChecks(ctx, bw)...)
+	r.add(env.mcpFiles()...)
 	r.add(env.providers()...)
 	r.OK = !r.Failed()
 	return r

@@ -188,6 +188,10 @@ func Parse(file string, data []byte) (*File, error) {
 	dec.DisallowUnknownFields()
 	var f File
 	if err := dec.Decode(&f); err != nil {
+		if strings.Contains(err.Error(), `unknown field "mcpServers"`) {
+			// Claude Code's .mcp.json copied in: say how to bring it in.
+			return nil, fmt.Errorf("%s: %v: this is Claude Code's .mcp.json format, not ctx's: `ctx mcp import` this file (it rewrites it in ctx's format): %w", file, err, ErrInvalid)
+		}
 		return nil, fmt.Errorf("%s: %v: %w", file, err, ErrInvalid)
 	}
 	if dec.More() {

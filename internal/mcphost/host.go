@@ -50,6 +50,7 @@ import (
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/sandbox"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // Defaults of the tunables (CTX_MCP_IDLE, CTX_MCP_TIMEOUT).
@@ -881,6 +882,21 @@ func (m *Manager) spawnBare(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group,
 	for _, b := range append([]string{t.Decl.Command}, t.Decl.Binds...) {
 		if !isSystem(b) {
 			spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b})
+		}
+	}
+	if t.View.Workspace != "" {
+		// ctx mcp tools without an agent: the caller's workspace, read-only
+		// (no agent's view decides what it may change), bound through the
+		// descriptor that was checked (README "What the workspace may change").
+		g, _ := workspace.ParseGrants(nil)
+		d, err := workspace.Open(t.View.Workspace, workspace.Options{Layout: m.o.Layout, Grants: g})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("workspace: %w", err)
+		}
+		defer d.Close() // bwrap has its own copy once started
+		spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: d.Path, Dst: layout.SandboxWorkspace, FD: spec.Pass(d.File)})
+		for _, rel := range d.Hide {
+			spec.TmpfsAfter = append(spec.TmpfsAfter, filepath.Join(layout.SandboxWorkspace, rel))
 		}
 	}
 	g := m.group(t, limits.Default)

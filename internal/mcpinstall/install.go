@@ -19,6 +19,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcpconf"
+	"github.com/cortexfs/ctx/internal/pathin"
 )
 
 // ErrDownload refuses a command that would download code at run time.
@@ -52,6 +53,9 @@ func (r Resolver) Resolve(command string, args []string) (*mcpconf.Server, error
 	if filepath.Base(command) == "npx" {
 		return r.npx(args)
 	}
+	if fix, ok := downloaders(command, args); ok {
+		return nil, fmt.Errorf("%s %s: %w. %s", command, strings.Join(args, " "), ErrDownload, fix)
+	}
 	path := command
 	if !strings.Contains(command, "/") {
 		p, err := r.LookPath(command)
@@ -73,6 +77,28 @@ func (r Resolver) Resolve(command string, args []string) (*mcpconf.Server, error
 		return nil, fmt.Errorf("%s (%s): not an executable regular file", command, real)
 	}
 	s := &mcpconf.Server{Command: real, Args: args}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil && isPython(abs) {
+		// A virtualenv's interpreter (VENV/bin/python, a symlink to the
+		// system's): Python finds its environment from the path it was run
+		// by (VENV/pyvenv.cfg), so that path is kept, not resolved, and the
+		// virtualenv — its site-packages — is bound.
+		if venv := venvRoot(filepath.Join(dir, filepath.Base(abs))); venv != "" {
+			s.Command = filepath.Join(dir, filepath.Base(abs))
+			s.Binds = append(s.Binds, venv)
+			s.Binds = append(s.Binds, nodeInstall(real)...) // the base interpreter's installation
+		}
+	}
+	if interp := shebang(real); interp != "" && !isNode(interp) {
+		// A script of a virtualenv (a console script, #!VENV/bin/python):
+		// its interpreter and packages are the virtualenv's.
+		f := strings.Fields(interp)
+		if venv := venvRoot(f[0]); venv != "" && filepath.IsAbs(f[0]) {
+			s.Binds = append(s.Binds, venv)
+			if base, err := filepath.EvalSymlinks(f[0]); err == nil {
+				s.Binds = append(s.Binds, nodeInstall(base)...)
+			}
+		}
+	}
 	if interp := shebang(real); interp != "" && isNode(interp) {
 		// A node script (an npm bin such as node_modules/.bin/mcp-server-x):
 		// run node on the script itself, with node's installation and the
@@ -86,6 +112,32 @@ func (r Resolver) Resolve(command string, args []string) (*mcpconf.Server, error
 		s.Binds = append(s.Binds, nodeInstall(node)...)
 		if pkg := packageDir(real); pkg != "" {
 			s.Binds = append(s.Binds, pkg)
+		}
+	}
+	if isNode(real) {
+		// `node /path/dist/index.js` (the form existing configs hold): the
+		// script imports its siblings and dependencies, so the package it
+		// belongs to is bound, not only the one file.
+		s.Binds = append(s.Binds, nodeInstall(real)...)
+		if i := scriptArg(args); i >= 0 {
+			script, err := filepath.Abs(args[i])
+			if err != nil {
+				return nil, err
+			}
+			rs, err := filepath.EvalSymlinks(script)
+			if err != nil {
+				return nil, fmt.Errorf("%s: the script %s: %w", command, args[i], err)
+			}
+			if st, err := os.Stat(rs); err != nil || !st.Mode().IsRegular() {
+				return nil, fmt.Errorf("%s: the script %s (%s) is not a regular file", command, args[i], rs)
+			}
+			// The sandbox's working directory is not the caller's: the
+			// script is named by its real absolute path.
+			s.Args = append(append(append([]string{}, args[:i]...), rs), args[i+1:]...)
+			args = s.Args
+			if pkg := packageDir(rs); pkg != "" {
+				s.Binds = append(s.Binds, pkg)
+			}
 		}
 	}
 	for _, a := range args {
@@ -122,8 +174,8 @@ func (r Resolver) npx(args []string) (*mcpconf.Server, error) {
 		if b := filepath.Base(name); b != "" {
 			bin = b
 		}
-		return nil, fmt.Errorf("npx %s: %s: %w. Install it first:\n  npm install -g %s\nthen add its installed command instead of npx, e.g.:\n  ctx mcp add NAME -- %s %s",
-			pkg, why, ErrDownload, pkg, bin, strings.Join(rest, " "))
+		return nil, fmt.Errorf("npx %s: %s: %w. Install it first:\n  npm install -g %s\nthen add its installed command instead of npx, e.g.:\n  ctx mcp add NAME -- %s",
+			pkg, why, ErrDownload, pkg, strings.Join(append([]string{bin}, rest...), " "))
 	}
 	if r.NpmRoot == nil {
 		return refuse("npm is not available to find it")
@@ -184,6 +236,49 @@ func (r Resolver) node(interp string) (string, error) {
 	return real, nil
 }
 
+// scriptArg is the index of node's script among its arguments: the first
+// that is not an option (an option taking a value, such as -r MODULE,
+// skips that value), or -1 (node -e CODE, or none).
+func scriptArg(args []string) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-e" || a == "--eval" || a == "-p" || a == "--print" || a == "--":
+			return -1
+		case a == "-r" || a == "--require" || a == "--import" || a == "--loader" || a == "--experimental-loader":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			return i
+		}
+	}
+	return -1
+}
+
+// isPython reports whether path names a Python interpreter (python,
+// python3, python3.12).
+func isPython(path string) bool {
+	b := filepath.Base(path)
+	return b == "python" || strings.HasPrefix(b, "python3")
+}
+
+// venvRoot is the virtualenv an interpreter path lies in (VENV/bin/NAME
+// with VENV/pyvenv.cfg), when it may be bound; else "".
+func venvRoot(interp string) string {
+	bin := filepath.Dir(interp)
+	if filepath.Base(bin) != "bin" {
+		return ""
+	}
+	root, err := filepath.EvalSymlinks(filepath.Dir(bin))
+	if err != nil || IsSystem(root+"/") || mcpconf.CheckBind(root) != nil {
+		return ""
+	}
+	if st, err := os.Stat(filepath.Join(root, "pyvenv.cfg")); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	return root
+}
+
 func isNode(interp string) bool {
 	f := strings.Fields(interp)
 	if len(f) == 0 {
@@ -210,8 +305,9 @@ func shebang(path string) string {
 	return strings.TrimSpace(string(line))
 }
 
-// nodeInstall is node's installation when it is not a system package:
-// the prefix above its bin/ directory (lib/node_modules and all).
+// nodeInstall is an interpreter's installation (node's, or the Python a
+// virtualenv was made from) when it is not a system package: the prefix
+// above its bin/ directory (lib/node_modules or lib/python3.X and all).
 func nodeInstall(node string) []string {
 	if IsSystem(node) {
 		return nil
@@ -248,12 +344,23 @@ func packageDir(script string) string {
 	return ""
 }
 
+// dedupe drops repeated binds and those inside another bind (already
+// visible through it).
 func dedupe(in []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		covered := false
+		for _, o := range in {
+			if o != s && pathin.Inside(s, o) {
+				covered = true
+			}
+		}
+		if !covered {
 			out = append(out, s)
 		}
 	}
@@ -278,4 +385,38 @@ func IsSystem(p string) bool {
 		}
 	}
 	return false
+}
+
+// downloaders recognises the other runners that fetch a package when the
+// server starts (uvx, uv tool run, pipx run, bunx, pnpm dlx, yarn dlx)
+// and says what to run instead.
+func downloaders(command string, args []string) (string, bool) {
+	pkg := "PKG"
+	first := func(a []string) {
+		for _, x := range a {
+			if !strings.HasPrefix(x, "-") {
+				pkg = x
+				return
+			}
+		}
+	}
+	base := filepath.Base(command)
+	switch {
+	case base == "uvx", base == "uv" && len(args) >= 2 && args[0] == "tool" && args[1] == "run":
+		if base == "uv" {
+			args = args[2:]
+		}
+		first(args)
+		return fmt.Sprintf("Install it first:\n  uv tool install %s\nthen add its installed command (in ~/.local/bin), e.g.:\n  ctx mcp add NAME -- %s", pkg, pkg), true
+	case base == "pipx" && len(args) >= 1 && args[0] == "run":
+		first(args[1:])
+		return fmt.Sprintf("Install it first:\n  pipx install %s\nthen add its installed command, e.g.:\n  ctx mcp add NAME -- %s", pkg, pkg), true
+	case base == "bunx", (base == "pnpm" || base == "yarn") && len(args) >= 1 && args[0] == "dlx":
+		if base != "bunx" {
+			args = args[1:]
+		}
+		first(args)
+		return fmt.Sprintf("Install it first:\n  npm install -g %s\nthen add its installed command instead, e.g.:\n  ctx mcp add NAME -- mcp-server-x", pkg), true
+	}
+	return "", false
 }
