@@ -264,10 +264,10 @@ func (a *Actor) onACPFrame(c actor.Context, m *acpFrame) {
 // concluded) past MaxCalls.
 func (a *Actor) countCall(c actor.Context) bool {
 	a.calls++
-	if a.calls > MaxCalls { // spec: X6, issue 14
+	if a.calls > a.callBound() { // spec: X6 (8 by default; .d/limits calls)
 		a.cancelACPSession()
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, ipc.StatusError)
+			Message: fmt.Sprintf("run reached %d tool calls", a.callBound())}, ipc.StatusError)
 		a.endACP()
 		return false
 	}
