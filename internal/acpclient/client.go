@@ -92,12 +92,39 @@ type Client struct {
 	seq     int
 	handled int          // session/updates whose frames were all sent
 	read    atomic.Int64 // session/updates read from the agent's stdout (Throttle)
+	last    atomic.Int64 // unix nanoseconds of the agent's last update or request
+	busy    atomic.Int32 // the agent's requests in flight
 }
 
 var _ acp.Client = (*Client)(nil)
 
 // New makes the client of one run.
-func New(h Host) *Client { return &Client{h: h, calls: map[string]*call{}} }
+func New(h Host) *Client {
+	c := &Client{h: h, calls: map[string]*call{}}
+	c.last.Store(time.Now().UnixNano())
+	return c
+}
+
+// active marks one of the agent's requests in flight until the returned
+// func is called.
+func (c *Client) active() func() {
+	c.busy.Add(1)
+	c.last.Store(time.Now().UnixNano())
+	return func() {
+		c.last.Store(time.Now().UnixNano())
+		c.busy.Add(-1)
+	}
+}
+
+// Idle is how long the agent has been silent: no session/update and no
+// request of its own in flight (a terminal being waited for, a permission
+// being asked, count as activity). 0 while a request is in flight.
+func (c *Client) Idle() time.Duration {
+	if c.busy.Load() > 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, c.last.Load()))
+}
 
 // Flooded reports whether the agent passed MaxUpdates.
 func (c *Client) Flooded() bool {
@@ -113,6 +140,7 @@ func (c *Client) Flooded() bool {
 // rawOutput when content is empty); thoughts, plans and the rest are not
 // recorded.
 func (c *Client) SessionUpdate(ctx context.Context, n acp.SessionNotification) error {
+	c.last.Store(time.Now().UnixNano())
 	c.mu.Lock()
 	c.updates++
 	if c.updates > MaxUpdates {
@@ -291,6 +319,7 @@ func fsErrno(err error) (code, words, reason string) {
 // ReadTextFile reads a file through the agent's own view (spec: the view
 // is the one authority), bounded, with the ACP line and limit window.
 func (c *Client) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	defer c.active()()
 	vp, err := Scope(p.Path, false)
 	if err != nil {
 		return acp.ReadTextFileResponse{}, fsError(p.Path, false, err)
@@ -330,6 +359,7 @@ func window(s string, line, limit *int) string {
 // tree, a placeholder) is refused with the host file untouched; the file
 // is created 0644 or truncated, never through a symlink, never a FIFO.
 func (c *Client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	defer c.active()()
 	vp, err := Scope(p.Path, true)
 	if err != nil {
 		return acp.WriteTextFileResponse{}, fsError(p.Path, true, err)
@@ -349,6 +379,7 @@ func (c *Client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) 
 // RequestPermission asks the run's approval path; only an allow-once
 // option is ever chosen, and only when approved.
 func (c *Client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	defer c.active()()
 	title := ""
 	if p.ToolCall.Title != nil {
 		title = *p.ToolCall.Title
@@ -382,6 +413,7 @@ func (c *Client) terms() (Terminals, error) {
 
 // CreateTerminal is the run's sandboxed process start.
 func (c *Client) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	defer c.active()()
 	t, err := c.terms()
 	if err != nil {
 		return acp.CreateTerminalResponse{}, err
@@ -393,6 +425,7 @@ func (c *Client) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequest
 
 // TerminalOutput reports a terminal's output so far.
 func (c *Client) TerminalOutput(ctx context.Context, p acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	defer c.active()()
 	t, err := c.terms()
 	if err != nil {
 		return acp.TerminalOutputResponse{}, err
@@ -402,6 +435,7 @@ func (c *Client) TerminalOutput(ctx context.Context, p acp.TerminalOutputRequest
 
 // WaitForTerminalExit waits for a terminal's process.
 func (c *Client) WaitForTerminalExit(ctx context.Context, p acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	defer c.active()()
 	t, err := c.terms()
 	if err != nil {
 		return acp.WaitForTerminalExitResponse{}, err
@@ -411,6 +445,7 @@ func (c *Client) WaitForTerminalExit(ctx context.Context, p acp.WaitForTerminalE
 
 // KillTerminal kills a terminal's process.
 func (c *Client) KillTerminal(ctx context.Context, p acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	defer c.active()()
 	t, err := c.terms()
 	if err != nil {
 		return acp.KillTerminalResponse{}, err
@@ -420,6 +455,7 @@ func (c *Client) KillTerminal(ctx context.Context, p acp.KillTerminalRequest) (a
 
 // ReleaseTerminal frees a terminal.
 func (c *Client) ReleaseTerminal(ctx context.Context, p acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	defer c.active()()
 	t, err := c.terms()
 	if err != nil {
 		return acp.ReleaseTerminalResponse{}, err

@@ -272,6 +272,10 @@ func regular(fd int, p string) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return &os.PathError{Op: "stat", Path: p, Err: err}
 	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		// Also EISDIR: an ACP agent is told so in the words it knows.
+		return fmt.Errorf("%s: %w (%w)", p, ErrNotRegular, unix.EISDIR)
+	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("%s: %w", p, ErrNotRegular)
 	}
