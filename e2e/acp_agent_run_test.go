@@ -24,6 +24,10 @@ func TestACPRunPath(t *testing.T) {
 	if got := lastOf(fs, "assistant").Text; !strings.HasPrefix(got, "ls=/") || !strings.Contains(got, "code=0") {
 		t.Errorf("shell: %q\n%s", got, rawFrames(fs))
 	}
+	fs = w.follow("acpa", sendReq("msg-0", "env"), 60*time.Second)
+	if got := lastOf(fs, "assistant").Text; !strings.HasSuffix(got, "path=/usr/local/bin:/usr/bin:/bin") {
+		t.Errorf("PATH: %q", got)
+	}
 	w.mustCtx("agent", "set", "acpa", "env", "PATH=/bin\n")
 	fs = w.follow("acpa", sendReq("msg-2", "env"), 60*time.Second)
 	if got := lastOf(fs, "assistant").Text; !strings.HasSuffix(got, "path=/bin") {

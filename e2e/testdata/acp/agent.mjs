@@ -171,7 +171,8 @@ if (process.argv.includes("--mute")) {
         return { stopReason: "end_turn" };
       }
       if (mode === "shell") {
-        const r = spawnSync("sh", ["-c", "command -v ls"], { encoding: "utf8" });
+        // As agents that hand their own PATH on to the shell they spawn do.
+        const r = spawnSync("/bin/sh", ["-c", "command -v ls"], { encoding: "utf8", env: { ...process.env, PATH: process.env.PATH ?? "" } });
         await say(client, sid, `ls=${(r.stdout || "").trim()} code=${r.status} err=${r.error ? r.error.code : ""}`);
         return { stopReason: "end_turn" };
       }
