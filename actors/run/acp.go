@@ -307,7 +307,7 @@ func (a *Actor) onACPFrame(c actor.Context, m *acpFrame) {
 }
 
 // countCall takes one of the run's tool calls; false (and the run
-// concluded) past MaxCalls.
+// concluded) past the run's call bound (callBound).
 func (a *Actor) countCall(c actor.Context) bool {
 	a.calls++
 	if a.calls > a.callBound() { // spec: X6 (8 by default; .d/limits calls)
