@@ -46,6 +46,7 @@ type acpState struct {
 	pending map[string]func(decision string)
 	open    map[string]string // terminal call id → name, until its result
 	backed  map[string]bool   // reported calls a terminal already backs
+	order   map[string]int    // reported call id → the order it was recorded in
 	terms   int
 }
 
@@ -65,7 +66,7 @@ func (a *Actor) startACP(c actor.Context) {
 	}
 	a.starts++
 	ctx, stop := context.WithCancel(a.ctx)
-	a.acp = &acpState{stop: stop, pending: map[string]func(string){}, open: map[string]string{}, backed: map[string]bool{}}
+	a.acp = &acpState{stop: stop, pending: map[string]func(string){}, open: map[string]string{}, backed: map[string]bool{}, order: map[string]int{}}
 	env := a.view.AgentEnv(0)
 	if a.prep != nil {
 		maps.Copy(env, a.prep.Env) // spec: W7
@@ -300,6 +301,7 @@ func (a *Actor) onACPFrame(c actor.Context, m *acpFrame) {
 			return
 		}
 		a.acp.open[f.CallID] = f.Name // until its result; closeACPCalls ends what is left
+		a.acp.order[f.CallID] = len(a.acp.order)
 	case ipc.TypeToolResult:
 		delete(a.acp.open, f.CallID)
 	}
@@ -396,7 +398,7 @@ func (a *Actor) openReported() string {
 	if len(ids) == 0 {
 		return ""
 	}
-	sort.Strings(ids)
+	sort.Slice(ids, func(i, j int) bool { return a.acp.order[ids[i]] < a.acp.order[ids[j]] })
 	return ids[0]
 }
 
