@@ -326,7 +326,7 @@ func TestACPAgentSecrets(t *testing.T) {
 	c := w.dial("acpa")
 	c.send(sendReq("msg-1", "env"))
 	fs := c.until("done", 60*time.Second)
-	if got, want := lastOf(fs, "assistant").Text, "secret=s3cret other=undefined ctx_run=set daemon_path=unset"; got != want {
+	if got, want := lastOf(fs, "assistant").Text, "secret=s3cret other=undefined ctx_run=set path=/usr/local/bin:/usr/bin:/bin"; got != want {
 		t.Errorf("assistant %q, want %q\n%s", got, want, rawFrames(fs))
 	}
 	// A secrets file others may read fails the run, naming why.

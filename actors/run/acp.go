@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -33,6 +34,9 @@ import (
 // errNoAnswer: the agent did not answer initialize or session/new in time.
 var errNoAnswer = errors.New("the ACP agent did not answer")
 
+// errIdle: the agent went silent during the prompt for CTX_ACP_IDLE.
+var errIdle = errors.New("the ACP agent went idle")
+
 // acpState is the live part of an acp-v1 run, owned by the actor.
 type acpState struct {
 	p       *proc.Proc
@@ -41,6 +45,8 @@ type acpState struct {
 	stop    context.CancelFunc // ends the conversation's requests
 	pending map[string]func(decision string)
 	open    map[string]string // terminal call id → name, until its result
+	backed  map[string]bool   // reported calls a terminal already backs
+	order   map[string]int    // reported call id → the order it was recorded in
 	terms   int
 }
 
@@ -60,7 +66,7 @@ func (a *Actor) startACP(c actor.Context) {
 	}
 	a.starts++
 	ctx, stop := context.WithCancel(a.ctx)
-	a.acp = &acpState{stop: stop, pending: map[string]func(string){}, open: map[string]string{}}
+	a.acp = &acpState{stop: stop, pending: map[string]func(string){}, open: map[string]string{}, backed: map[string]bool{}, order: map[string]int{}}
 	env := a.view.AgentEnv(0)
 	if a.prep != nil {
 		maps.Copy(env, a.prep.Env) // spec: W7
@@ -78,7 +84,10 @@ func (a *Actor) startACP(c actor.Context) {
 		argv = append(argv, l.Args...)
 		keys = l.Env
 	}
-	view, cfg, log, input := a.view, a.cfg, a.log, a.spec.Input
+	if _, set := env["PATH"]; !set { // .d/env may set PATH; it wins, as for other agents
+		env["PATH"] = agentPath(argv[0])
+	}
+	view, cfg, log, input, idle := a.view, a.cfg, a.log, a.spec.Input, a.cfg.ACPIdle
 	timeout := cfg.ACPTimeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
@@ -152,8 +161,8 @@ func (a *Actor) startACP(c actor.Context) {
 			vroot.Close()
 			send(&acpExited{code: p.ExitCode(), stderr: p.Stderr()})
 		}()
-		stopReason, err := converse(ctx, conn, send, view.WorkDir(), input, timeout)
-		if err != nil && !errors.Is(err, errNoAnswer) {
+		stopReason, err := converse(ctx, conn, client, send, view.WorkDir(), input, timeout, idle)
+		if err != nil && !errors.Is(err, errNoAnswer) && !errors.Is(err, errIdle) {
 			// The agent is likely gone: give its stderr a moment to be complete.
 			select {
 			case <-p.Done():
@@ -165,8 +174,9 @@ func (a *Actor) startACP(c actor.Context) {
 }
 
 // converse is the client side of one run: initialize and session/new
-// (bounded by timeout), then the prompt (bounded by the run: cancel).
-func converse(ctx context.Context, conn *acp.ClientSideConnection, send func(any), cwd, input string, timeout time.Duration) (acp.StopReason, error) {
+// (bounded by timeout), then the prompt (bounded by the run: cancel, and
+// by idle: an agent silent that long ends it with errIdle).
+func converse(ctx context.Context, conn *acp.ClientSideConnection, client *acpclient.Client, send func(any), cwd, input string, timeout, idle time.Duration) (acp.StopReason, error) {
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	noAnswer := func(what string, err error) error {
@@ -185,11 +195,48 @@ func converse(ctx context.Context, conn *acp.ClientSideConnection, send func(any
 		return "", noAnswer("session/new", err)
 	}
 	send(&acpSession{id: s.SessionId})
-	r, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock(input)}})
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	var idled atomic.Bool
+	if idle > 0 {
+		go func() {
+			t := time.NewTicker(min(idle/4, time.Second))
+			defer t.Stop()
+			for {
+				select {
+				case <-pctx.Done():
+					return
+				case <-t.C:
+					if client.Idle() >= idle {
+						idled.Store(true)
+						pcancel()
+						return
+					}
+				}
+			}
+		}()
+	}
+	r, err := conn.Prompt(pctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock(input)}})
+	pcancel()
+	client.Flush() // a call announced and never said more is recorded all the same
+	if idled.Load() {
+		return "", fmt.Errorf("%w: no session/update and no request from the agent for %s during the prompt (CTX_ACP_IDLE)", errIdle, idle)
+	}
 	if err != nil {
 		return "", fmt.Errorf("acp session/prompt: %w", err)
 	}
 	return r.StopReason, nil
+}
+
+// agentPath is an acp-v1 agent's PATH when .d/env sets none: the one its
+// terminals get (agents spawn shells and tools by name), with the
+// directory of the agent's node first when that node is installed outside
+// /usr — its launcher may re-exec `node` by name.
+func agentPath(cmd string) string {
+	if filepath.Base(cmd) == "node" && !isSystemPath(cmd) && filepath.IsAbs(cmd) {
+		return filepath.Dir(cmd) + ":" + terminalPath
+	}
+	return terminalPath
 }
 
 // ask hands a permission request to the actor and waits for its answer
@@ -254,6 +301,7 @@ func (a *Actor) onACPFrame(c actor.Context, m *acpFrame) {
 			return
 		}
 		a.acp.open[f.CallID] = f.Name // until its result; closeACPCalls ends what is left
+		a.acp.order[f.CallID] = len(a.acp.order)
 	case ipc.TypeToolResult:
 		delete(a.acp.open, f.CallID)
 	}
@@ -261,13 +309,13 @@ func (a *Actor) onACPFrame(c actor.Context, m *acpFrame) {
 }
 
 // countCall takes one of the run's tool calls; false (and the run
-// concluded) past MaxCalls.
+// concluded) past the run's call bound (callBound).
 func (a *Actor) countCall(c actor.Context) bool {
 	a.calls++
-	if a.calls > MaxCalls { // spec: X6, issue 14
+	if a.calls > a.callBound() { // spec: X6 (8 by default; .d/limits calls)
 		a.cancelACPSession()
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, ipc.StatusError)
+			Message: fmt.Sprintf("run reached %d tool calls", a.callBound())}, ipc.StatusError)
 		a.endACP()
 		return false
 	}
@@ -307,7 +355,14 @@ func (a *Actor) onACPTerminal(c actor.Context, m *acpTerminal) {
 		m.reply <- ""
 		return
 	}
-	if !a.countCall(c) {
+	// A terminal while a reported call is open (announced, not ended, not
+	// yet backed by a terminal) is that call's terminal: the call was
+	// counted when reported, so the command is not counted again. Each
+	// reported call backs at most one terminal, so terminals never
+	// outnumber counted calls. spec: X6 (the bound counts calls once)
+	if backs := a.openReported(); backs != "" {
+		a.acp.backed[backs] = true
+	} else if !a.countCall(c) {
 		m.reply <- ""
 		return
 	}
@@ -329,6 +384,22 @@ func (a *Actor) onACPTerminal(c actor.Context, m *acpTerminal) {
 		m.reply <- ""
 	}
 	c.Request(c.Parent(), &ApprovalNeeded{Run: a.spec.RunID, CallID: id, Name: "terminal", Args: nonNil(m.argv)})
+}
+
+// openReported is the earliest reported call still open that no terminal
+// backs yet; "" when there is none.
+func (a *Actor) openReported() string {
+	var ids []string
+	for id, name := range a.acp.open {
+		if name == "acp" && !a.acp.backed[id] {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	sort.Slice(ids, func(i, j int) bool { return a.acp.order[ids[i]] < a.acp.order[ids[j]] })
+	return ids[0]
 }
 
 // emitLater emits unless the run is over (an answer arriving late).
@@ -364,8 +435,11 @@ func (a *Actor) onACPEnded(c actor.Context, m *acpEnded) {
 	}
 	if m.err != nil {
 		code := ipc.CodeInvalidAgentOutput
-		if errors.Is(m.err, errNoAnswer) {
+		if errors.Is(m.err, errNoAnswer) || errors.Is(m.err, errIdle) {
 			code = ipc.CodeAgentTimeout
+		}
+		if errors.Is(m.err, errIdle) {
+			a.cancelACPSession() // session/cancel, then the usual ending
 		}
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: code, Message: m.err.Error() + stderrTail(m.stderr)}, ipc.StatusError)
 		a.endACP()

@@ -134,9 +134,9 @@ func (a *Actor) modelTurn(c actor.Context) {
 	if a.phase != phaseRunning {
 		return
 	}
-	if m.turn >= MaxModelTurns { // X6-style bound on model turns
+	if m.turn >= a.turnBound() { // X6-style bound on model turns: calls+1
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d model turns", MaxModelTurns)}, ipc.StatusError)
+			Message: fmt.Sprintf("run reached %d model turns", a.turnBound())}, ipc.StatusError)
 		return
 	}
 	m.turn++
@@ -396,9 +396,9 @@ func (a *Actor) nextModelCall(c actor.Context) {
 	m.current, m.provID = id, call.CallID
 	a.seenCalls[id] = true
 	a.calls++
-	if a.calls > MaxCalls { // spec: X6 — 8 tool calls per run, models included
+	if a.calls > a.callBound() { // spec: X6 — 8 tool calls per run by default, models included; .d/limits calls
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, ipc.StatusError)
+			Message: fmt.Sprintf("run reached %d tool calls", a.callBound())}, ipc.StatusError)
 		return
 	}
 	if call.ArgsError != "" {

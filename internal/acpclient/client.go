@@ -17,6 +17,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -87,14 +88,43 @@ type Client struct {
 	mu      sync.Mutex
 	updates int
 	flooded bool
-	calls   map[string]string // tool call id → title, for results
-	ended   map[string]bool
+	calls   map[string]*call // tool call id → what the agent reported of it
+	seq     int
+	handled int          // session/updates whose frames were all sent
+	read    atomic.Int64 // session/updates read from the agent's stdout (Throttle)
+	last    atomic.Int64 // unix nanoseconds of the agent's last update or request
+	busy    atomic.Int32 // the agent's requests in flight
 }
 
 var _ acp.Client = (*Client)(nil)
 
 // New makes the client of one run.
-func New(h Host) *Client { return &Client{h: h, calls: map[string]string{}, ended: map[string]bool{}} }
+func New(h Host) *Client {
+	c := &Client{h: h, calls: map[string]*call{}}
+	c.last.Store(time.Now().UnixNano())
+	return c
+}
+
+// active marks one of the agent's requests in flight until the returned
+// func is called.
+func (c *Client) active() func() {
+	c.busy.Add(1)
+	c.last.Store(time.Now().UnixNano())
+	return func() {
+		c.last.Store(time.Now().UnixNano())
+		c.busy.Add(-1)
+	}
+}
+
+// Idle is how long the agent has been silent: no session/update and no
+// request of its own in flight (a terminal being waited for, a permission
+// being asked, count as activity). 0 while a request is in flight.
+func (c *Client) Idle() time.Duration {
+	if c.busy.Load() > 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, c.last.Load()))
+}
 
 // Flooded reports whether the agent passed MaxUpdates.
 func (c *Client) Flooded() bool {
@@ -104,10 +134,13 @@ func (c *Client) Flooded() bool {
 }
 
 // SessionUpdate maps the agent's updates to frames: message chunks to
-// delta, a tool_call to tool_call (name "acp", args [kind, title]), a
-// tool_call_update that completes or fails it to tool_result; thoughts,
-// plans and the rest are not recorded.
+// delta, a tool_call to tool_call (name "acp", args [kind, title, then
+// what it said it did: the command, the paths; input: its rawInput), a
+// tool_call_update that completes or fails it to tool_result (content, or
+// rawOutput when content is empty); thoughts, plans and the rest are not
+// recorded.
 func (c *Client) SessionUpdate(ctx context.Context, n acp.SessionNotification) error {
+	c.last.Store(time.Now().UnixNano())
 	c.mu.Lock()
 	c.updates++
 	if c.updates > MaxUpdates {
@@ -123,7 +156,27 @@ func (c *Client) SessionUpdate(ctx context.Context, n acp.SessionNotification) e
 	for _, f := range c.Frames(n.Update) {
 		c.h.Frame(f)
 	}
+	c.mu.Lock()
+	c.handled++
+	c.mu.Unlock()
 	return nil
+}
+
+// caughtUp waits (at most a second) until the session/updates read before
+// now have been handled: the SDK handles a request on its own goroutine,
+// so a terminal/create can overtake the tool_call the agent sent just
+// before it, which must be recorded first to be counted once.
+func (c *Client) caughtUp() {
+	target := int(c.read.Load())
+	for i := 0; i < 1000; i++ {
+		c.mu.Lock()
+		done := c.handled >= target || c.flooded
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Frames maps one update to frames (see SessionUpdate).
@@ -135,47 +188,23 @@ func (c *Client) Frames(u acp.SessionUpdate) []*ipc.Frame {
 		}
 	case u.ToolCall != nil:
 		tc := u.ToolCall
-		id := string(tc.ToolCallId)
-		c.mu.Lock()
-		_, seen := c.calls[id]
-		c.calls[id] = tc.Title
-		c.mu.Unlock()
-		var out []*ipc.Frame
-		if !seen {
-			out = append(out, &ipc.Frame{Type: ipc.TypeToolCall, CallID: id, Name: "acp", Args: []string{string(tc.Kind), tc.Title}})
-		}
-		if tc.Status == acp.ToolCallStatusCompleted || tc.Status == acp.ToolCallStatusFailed {
-			out = append(out, c.result(id, tc.Status, tc.Content)...)
-		}
-		return out
+		return c.toolCall(string(tc.ToolCallId), tc.Status, string(tc.Kind), tc.Title, tc.RawInput, tc.Locations, tc.Content, tc.RawOutput)
 	case u.ToolCallUpdate != nil:
 		tu := u.ToolCallUpdate
-		if tu.Status != nil && (*tu.Status == acp.ToolCallStatusCompleted || *tu.Status == acp.ToolCallStatusFailed) {
-			return c.result(string(tu.ToolCallId), *tu.Status, tu.Content)
+		var st acp.ToolCallStatus
+		if tu.Status != nil {
+			st = *tu.Status
 		}
+		kind, title := "", ""
+		if tu.Kind != nil {
+			kind = string(*tu.Kind)
+		}
+		if tu.Title != nil {
+			title = *tu.Title
+		}
+		return c.toolCall(string(tu.ToolCallId), st, kind, title, tu.RawInput, tu.Locations, tu.Content, tu.RawOutput)
 	}
 	return nil
-}
-
-func (c *Client) result(id string, st acp.ToolCallStatus, content []acp.ToolCallContent) []*ipc.Frame {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ended[id] {
-		return nil
-	}
-	c.ended[id] = true
-	var out []*ipc.Frame
-	if _, ok := c.calls[id]; !ok {
-		// A result for a call never announced still gets its call first.
-		out = append(out, &ipc.Frame{Type: ipc.TypeToolCall, CallID: id, Name: "acp", Args: []string{"other", ""}})
-		c.calls[id] = ""
-	}
-	status := "ok"
-	if st == acp.ToolCallStatusFailed {
-		status = "error"
-	}
-	text, trunc := cut(contentText(content), MaxContent)
-	return append(out, &ipc.Frame{Type: ipc.TypeToolResult, CallID: id, Name: "acp", Status: status, Content: text, Truncated: trunc})
 }
 
 func contentText(cs []acp.ToolCallContent) string {
@@ -230,54 +259,77 @@ func Scope(p string, write bool) (string, error) {
 	return "", fmt.Errorf("path %q: %w", p, ErrOutsideView)
 }
 
-// fsError maps a refused file request to a JSON-RPC error: a missing file
-// is ACP's resource-not-found (-32002); other errnos are said in plain words.
-func fsError(p string, err error) error {
+// fsError maps a refused file request to a JSON-RPC error the way agents
+// expect: a missing file, or a missing directory on the way (ENOENT,
+// ENOTDIR), is ACP's resource-not-found (-32002), which agents take as
+// "create it"; any other refusal is -32602 with a message that starts as
+// Node's fs errors do ("EACCES: permission denied, open '/workspace/x'"),
+// the form agents' error normalisers recognise. data.reason says why in
+// ctx's words.
+func fsError(p string, write bool, err error) error {
 	data := map[string]any{"path": p, "error": err.Error()}
-	var msg string
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return &acp.RequestError{Code: -32002, Message: "Resource not found", Data: data}
-	case errors.Is(err, ErrOutsideView):
-		msg = "reads are allowed only under /workspace and /home/agent"
-	case errors.Is(err, ErrReadOnly):
-		msg = ErrReadOnly.Error()
-	case errors.Is(err, unix.EROFS):
-		msg = "the agent's view is read-only there"
-	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		msg = "permission denied in the agent's view"
-	case errors.Is(err, viewfs.ErrSymlink):
-		msg = "the path goes through a symlink: not followed"
-	case errors.Is(err, viewfs.ErrNotRegular), errors.Is(err, unix.EISDIR):
-		msg = "not a regular file"
-	case errors.Is(err, viewfs.ErrTooLarge):
-		msg = fmt.Sprintf("file over %d bytes", MaxFileRead)
-	case errors.Is(err, unix.ENOTDIR):
-		msg = "a component of the path is not a directory"
-	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
-		msg = "no space left"
-	case errors.Is(err, viewfs.ErrGone):
-		msg = "the agent's sandbox is not running"
-	default:
+	code, words, reason := fsErrno(err)
+	switch code {
+	case "ENOENT":
+		data["code"] = code
+		return &acp.RequestError{Code: -32002, Message: fmt.Sprintf("Resource not found: ENOENT: no such file or directory, open '%s'", p), Data: data}
+	case "":
 		return acp.NewInternalError(data)
 	}
-	data["reason"] = msg
-	return &acp.RequestError{Code: -32602, Message: "Invalid params: " + msg, Data: data}
+	op := "open"
+	if write && code == "EISDIR" {
+		op = "write"
+	}
+	data["code"], data["reason"] = code, reason
+	return &acp.RequestError{Code: -32602, Message: fmt.Sprintf("%s: %s, %s '%s'", code, words, op, p), Data: data}
+}
+
+// fsErrno names err as Node does (code and its words) and gives ctx's own
+// reason; code "" for an unexpected error, "ENOENT" for not found.
+func fsErrno(err error) (code, words, reason string) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ENOTDIR):
+		return "ENOENT", "no such file or directory", "not found"
+	case errors.Is(err, ErrOutsideView):
+		return "EACCES", "permission denied", "reads are allowed only under /workspace and /home/agent"
+	case errors.Is(err, ErrReadOnly):
+		return "EROFS", "read-only file system", ErrReadOnly.Error()
+	case errors.Is(err, unix.EROFS):
+		return "EROFS", "read-only file system", "the agent's view is read-only there"
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return "EACCES", "permission denied", "permission denied in the agent's view"
+	case errors.Is(err, viewfs.ErrSymlink), errors.Is(err, unix.ELOOP):
+		return "ELOOP", "too many symbolic links encountered", "the path goes through a symlink: not followed"
+	case errors.Is(err, unix.EISDIR):
+		return "EISDIR", "illegal operation on a directory", "a directory, not a file"
+	case errors.Is(err, viewfs.ErrNotRegular):
+		return "EINVAL", "invalid argument", "not a regular file"
+	case errors.Is(err, viewfs.ErrTooLarge):
+		return "EFBIG", "file too large", fmt.Sprintf("file over %d bytes", MaxFileRead)
+	case errors.Is(err, unix.ENOSPC):
+		return "ENOSPC", "no space left on device", "no space left"
+	case errors.Is(err, unix.EDQUOT):
+		return "EDQUOT", "disk quota exceeded", "no space left"
+	case errors.Is(err, viewfs.ErrGone):
+		return "EIO", "i/o error", "the agent's sandbox is not running"
+	}
+	return "", "", ""
 }
 
 // ReadTextFile reads a file through the agent's own view (spec: the view
 // is the one authority), bounded, with the ACP line and limit window.
 func (c *Client) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	defer c.active()()
 	vp, err := Scope(p.Path, false)
 	if err != nil {
-		return acp.ReadTextFileResponse{}, fsError(p.Path, err)
+		return acp.ReadTextFileResponse{}, fsError(p.Path, false, err)
 	}
 	if c.h.View == nil {
-		return acp.ReadTextFileResponse{}, fsError(p.Path, viewfs.ErrGone)
+		return acp.ReadTextFileResponse{}, fsError(p.Path, false, viewfs.ErrGone)
 	}
 	b, err := c.h.View.ReadFile(vp, MaxFileRead)
 	if err != nil {
-		return acp.ReadTextFileResponse{}, fsError(p.Path, err)
+		return acp.ReadTextFileResponse{}, fsError(p.Path, false, err)
 	}
 	return acp.ReadTextFileResponse{Content: window(string(b), p.Line, p.Limit)}, nil
 }
@@ -307,18 +359,19 @@ func window(s string, line, limit *int) string {
 // tree, a placeholder) is refused with the host file untouched; the file
 // is created 0644 or truncated, never through a symlink, never a FIFO.
 func (c *Client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	defer c.active()()
 	vp, err := Scope(p.Path, true)
 	if err != nil {
-		return acp.WriteTextFileResponse{}, fsError(p.Path, err)
+		return acp.WriteTextFileResponse{}, fsError(p.Path, true, err)
 	}
 	if vp == "/workspace" || len(p.Content) > MaxFileWrite {
 		return acp.WriteTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path, "error": "not a file path, or content too large"})
 	}
 	if c.h.View == nil {
-		return acp.WriteTextFileResponse{}, fsError(p.Path, viewfs.ErrGone)
+		return acp.WriteTextFileResponse{}, fsError(p.Path, true, viewfs.ErrGone)
 	}
 	if err := c.h.View.WriteFile(vp, []byte(p.Content)); err != nil {
-		return acp.WriteTextFileResponse{}, fsError(p.Path, err)
+		return acp.WriteTextFileResponse{}, fsError(p.Path, true, err)
 	}
 	return acp.WriteTextFileResponse{}, nil
 }
@@ -326,6 +379,7 @@ func (c *Client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) 
 // RequestPermission asks the run's approval path; only an allow-once
 // option is ever chosen, and only when approved.
 func (c *Client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	defer c.active()()
 	title := ""
 	if p.ToolCall.Title != nil {
 		title = *p.ToolCall.Title
@@ -339,6 +393,8 @@ func (c *Client) RequestPermission(ctx context.Context, p acp.RequestPermissionR
 			reject = &p.Options[i]
 		}
 	}
+	c.caughtUp()
+	c.Flush() // the call asked about is recorded before the question
 	if allow != nil && c.h.Approve != nil && c.h.Approve(ctx, string(p.ToolCall.ToolCallId), "acp", []string{title}) {
 		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(allow.OptionId)}, nil
 	}
@@ -357,15 +413,19 @@ func (c *Client) terms() (Terminals, error) {
 
 // CreateTerminal is the run's sandboxed process start.
 func (c *Client) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	defer c.active()()
 	t, err := c.terms()
 	if err != nil {
 		return acp.CreateTerminalResponse{}, err
 	}
+	c.caughtUp()
+	c.Flush() // the reported call this terminal backs is open before it (counted once)
 	return t.Create(ctx, p)
 }
 
 // TerminalOutput reports a terminal's output so far.
 func (c *Client) TerminalOutput(ctx context.Context, p acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	defer c.active()()
 	t, err := c.terms()
 	if err != nil {
 		return acp.TerminalOutputResponse{}, err
@@ -375,6 +435,7 @@ func (c *Client) TerminalOutput(ctx context.Context, p acp.TerminalOutputRequest
 
 // WaitForTerminalExit waits for a terminal's process.
 func (c *Client) WaitForTerminalExit(ctx context.Context, p acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	defer c.active()()
 	t, err := c.terms()
 	if err != nil {
 		return acp.WaitForTerminalExitResponse{}, err
@@ -384,6 +445,7 @@ func (c *Client) WaitForTerminalExit(ctx context.Context, p acp.WaitForTerminalE
 
 // KillTerminal kills a terminal's process.
 func (c *Client) KillTerminal(ctx context.Context, p acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	defer c.active()()
 	t, err := c.terms()
 	if err != nil {
 		return acp.KillTerminalResponse{}, err
@@ -393,6 +455,7 @@ func (c *Client) KillTerminal(ctx context.Context, p acp.KillTerminalRequest) (a
 
 // ReleaseTerminal frees a terminal.
 func (c *Client) ReleaseTerminal(ctx context.Context, p acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	defer c.active()()
 	t, err := c.terms()
 	if err != nil {
 		return acp.ReleaseTerminalResponse{}, err
@@ -434,6 +497,8 @@ func (t *throttle) Read(p []byte) (int, error) {
 		time.Sleep(time.Millisecond)
 	}
 	n, err := t.r.Read(p)
-	t.seen += bytes.Count(p[:n], updateMethod)
+	k := bytes.Count(p[:n], updateMethod)
+	t.seen += k
+	t.c.read.Add(int64(k))
 	return n, err
 }

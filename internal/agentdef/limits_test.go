@@ -19,7 +19,7 @@ func TestLoadLimits(t *testing.T) {
 		t.Fatalf("no .d/limits: %+v, %v; want the defaults", d, err)
 	}
 	execAgent(t, l, "small", map[string]string{"limits": "# a fork bomb gets nowhere\ntasks 64\nmemory 256M\n"})
-	if d, err = Load(l, "small"); err != nil || d.Limits != (limits.Limits{Tasks: 64, Memory: 256 << 20, CPUWeight: 100}) {
+	if d, err = Load(l, "small"); err != nil || d.Limits != (limits.Limits{Tasks: 64, Memory: 256 << 20, CPUWeight: 100, Calls: limits.DefaultCalls}) {
 		t.Fatalf("small: %+v, %v", d, err)
 	}
 	for _, bad := range []string{"tasks 0\n", "memory lots\n", "pids 10\n", "tasks 64"} {

@@ -62,6 +62,10 @@ type Config struct {
 	// ACPTimeout bounds an acp-v1 agent's answers to initialize and
 	// session/new (CTX_ACP_TIMEOUT, default 60s; issue 14).
 	ACPTimeout time.Duration
+	// ACPIdle ends an acp-v1 prompt during which the agent sent no
+	// session/update and had no request of its own in flight for this long
+	// (CTX_ACP_IDLE, default 5m; 0: no idle bound).
+	ACPIdle time.Duration
 	// DiskReserve is the free space kept on CTX_ROOT's filesystem for the
 	// daemon's logs (CTX_DISK_RESERVE, a size; negative: the default,
 	// 0: none). Disk watches it while runs are active; nil in tests that
@@ -80,9 +84,9 @@ type Config struct {
 func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
 	c := &Config{Layout: l, Bwrap: os.Getenv("CTX_BWRAP"), CancelGrace: 2 * time.Second,
 		ApprovalTimeout: 60 * time.Second, SessionIdle: 5 * time.Minute, Log: log, Procs: &sync.WaitGroup{}, Running: &atomic.Int64{},
-		Placeholders: workspace.NewRegistry(), Updates: &ctlsock.Approvers{}, MCPIdle: mcphost.DefaultIdle, MCPTimeout: mcphost.DefaultTimeout, ACPTimeout: 60 * time.Second}
+		Placeholders: workspace.NewRegistry(), Updates: &ctlsock.Approvers{}, MCPIdle: mcphost.DefaultIdle, MCPTimeout: mcphost.DefaultTimeout, ACPTimeout: 60 * time.Second, ACPIdle: 5 * time.Minute}
 	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout, "CTX_SESSION_IDLE": &c.SessionIdle,
-		"CTX_MCP_IDLE": &c.MCPIdle, "CTX_MCP_TIMEOUT": &c.MCPTimeout, "CTX_ACP_TIMEOUT": &c.ACPTimeout} {
+		"CTX_MCP_IDLE": &c.MCPIdle, "CTX_MCP_TIMEOUT": &c.MCPTimeout, "CTX_ACP_TIMEOUT": &c.ACPTimeout, "CTX_ACP_IDLE": &c.ACPIdle} {
 		if v := os.Getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {

@@ -151,10 +151,19 @@ func CheckAgent(l layout.Layout, name string, table models.Table, tableOK bool) 
 	if def.Limits != limits.Default {
 		notes = append(notes, "limits "+def.Limits.String()) // issue 11: the limits in force
 	}
+	// spec: X6 — an sdk-envelope-v1 run is fixed at 8 calls / 9 starts:
+	// a `calls` line there is ignored, and said so.
+	callsIgnored := def.Kind == agentdef.KindExec && def.ABI == agentdef.ABI && def.Limits.Calls != limits.DefaultCalls
+	if callsIgnored {
+		warns = append(warns, fmt.Sprintf(".d/limits calls %d is ignored: an %s run makes at most %d tool calls (spec X6)", def.Limits.Calls, agentdef.ABI, limits.DefaultCalls))
+	}
 	c.Message = "valid: " + strings.Join(notes, ", ")
 	if len(warns) > 0 {
 		c.Status, c.Message = Warn, c.Message+"; "+strings.Join(warns, "; ")
 		c.Fix = fmt.Sprintf("ctx agent set %s model ... with fallbacks whose limit covers the window, or ctx agent set %s window auto", name, name)
+		if callsIgnored && len(warns) == 1 {
+			c.Fix = fmt.Sprintf("remove the calls line from agent/%s.d/limits", name)
+		}
 	}
 	return c
 }

@@ -296,6 +296,10 @@ func TestCheckAgent(t *testing.T) {
 		{"tool missing", with(exec, "tools", "clock\n"), "", 0, Fail, `"clock"`, "install clock"},
 		{"tool not executable", with(exec, "tools", "clock\n"), "clock", 0o644, Fail, `"clock"`, "chmod 0755"},
 		{"tool ok", with(exec, "tools", "clock\n"), "clock", 0o755, OK, "tools clock", ""},
+		// spec: X6 — sdk-envelope-v1 keeps 8 calls; model agents take calls.
+		{"calls ignored for sdk-envelope", with(exec, "limits", "calls 20\n"), "", 0, Warn, "calls 20 is ignored", "remove the calls line"},
+		{"calls for a model agent", with(model, "limits", "calls 20\n"), "", 0, OK, "calls 20", ""},
+		{"calls out of range", with(model, "limits", "calls 0\n"), "", 0, Fail, "calls", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := agentWorld(t, "a", tc.controls)

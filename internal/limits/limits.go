@@ -23,10 +23,15 @@ type Limits struct {
 	// "The disk"), so the daemon's disk watcher measures the home while a
 	// run is active and stops the run that puts it over.
 	Disk int64
+	// Calls is the tool calls one run of a model or acp-v1 agent may make
+	// (`calls N`; starts and model turns are Calls+1). An sdk-envelope-v1
+	// agent's run keeps the spec's fixed 8 calls / 9 starts (spec: X6): the
+	// key is ignored there, and `ctx doctor` says so.
+	Calls int64
 }
 
 // Default is what a definition without .d/limits (or without a key) gets.
-var Default = Limits{Tasks: 512, Memory: 4 << 30, CPUWeight: 100}
+var Default = Limits{Tasks: 512, Memory: 4 << 30, CPUWeight: 100, Calls: DefaultCalls}
 
 // Bounds of each value; anything outside makes the file invalid.
 const (
@@ -38,12 +43,17 @@ const (
 	MaxCPUWeight = 10000
 	MinDisk      = 1 << 20
 	MaxDisk      = 1 << 50
+	// DefaultCalls is the spec's per-run bound (X6); MaxCalls keeps one
+	// run's log and its agent's work bounded.
+	DefaultCalls = 8
+	MinCalls     = 1
+	MaxCalls     = 1000
 )
 
 // Parse parses .d/limits: LF-terminated UTF-8 lines `KEY VALUE`, blank lines
 // and `#` comments allowed. Keys: `tasks N`, `memory SIZE` (bytes or a K, M,
 // G, T suffix, powers of 1024), `cpu-weight N`, `disk SIZE` (no limit when
-// absent). A key absent keeps its
+// absent), `calls N` (1…1000, default 8). A key absent keeps its
 // default; an unknown or repeated key, or a value that is not a plain
 // number in range, is an error (the definition is invalid and runs fail
 // closed).
@@ -62,7 +72,7 @@ func Parse(b []byte) (Limits, error) {
 			continue
 		}
 		if len(f) != 2 {
-			return Limits{}, fmt.Errorf("line %d: want `KEY VALUE` (tasks N, memory SIZE, cpu-weight N, disk SIZE)", i+1)
+			return Limits{}, fmt.Errorf("line %d: want `KEY VALUE` (tasks N, memory SIZE, cpu-weight N, disk SIZE, calls N)", i+1)
 		}
 		key, val := f[0], f[1]
 		if seen[key] {
@@ -85,8 +95,10 @@ func Parse(b []byte) (Limits, error) {
 			if err == nil && (l.Disk < MinDisk || l.Disk > MaxDisk) {
 				err = fmt.Errorf("%s is outside %s…%s", val, FormatSize(MinDisk), FormatSize(MaxDisk))
 			}
+		case "calls":
+			l.Calls, err = number(val, MinCalls, MaxCalls)
 		default:
-			return Limits{}, fmt.Errorf("line %d: unknown key %q (want tasks, memory, cpu-weight or disk)", i+1, key)
+			return Limits{}, fmt.Errorf("line %d: unknown key %q (want tasks, memory, cpu-weight, disk or calls)", i+1, key)
 		}
 		if err != nil {
 			return Limits{}, fmt.Errorf("line %d: %s: %v", i+1, key, err)
@@ -148,6 +160,9 @@ func (l Limits) Format() []byte {
 	if l.Disk > 0 {
 		b = fmt.Appendf(b, "disk %s\n", FormatSize(l.Disk))
 	}
+	if l.Calls != DefaultCalls {
+		b = fmt.Appendf(b, "calls %d\n", l.Calls)
+	}
 	return b
 }
 
@@ -156,6 +171,9 @@ func (l Limits) String() string {
 	s := fmt.Sprintf("tasks %d, memory %s, cpu-weight %d", l.Tasks, FormatSize(l.Memory), l.CPUWeight)
 	if l.Disk > 0 {
 		s += ", disk " + FormatSize(l.Disk) + " (agent home, watched)"
+	}
+	if l.Calls != DefaultCalls {
+		s += fmt.Sprintf(", calls %d", l.Calls)
 	}
 	return s
 }

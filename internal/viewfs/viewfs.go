@@ -280,6 +280,10 @@ func regular(fd int, p string) error {
 		// that does not exist (README "What the workspace may change").
 		return &os.PathError{Op: "open", Path: p, Err: unix.ENOENT}
 	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		// Also EISDIR: an ACP agent is told so in the words it knows.
+		return fmt.Errorf("%s: %w (%w)", p, ErrNotRegular, unix.EISDIR)
+	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("%s: %w", p, ErrNotRegular)
 	}

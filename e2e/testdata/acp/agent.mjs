@@ -14,6 +14,12 @@
 //   calls          report 9 tool calls
 //   terms          start 9 terminals (the 9th must be refused)
 //   env            say which environment it got
+//   shell          spawn `sh -c 'command -v ls'` itself; say its output and exit
+//   many N M       N times: report an execute call (rawInput command, pending),
+//                  run it through a terminal, end it with rawOutput only;
+//                  then M more reported calls; say "many done"
+//   hang           send one chunk, then nothing (SIGTERM ignored): the
+//                  run's idle bound must end it
 //   fsops B64      B64 is base64 JSON [{op:"read"|"write", path, content}]:
 //                  issue each fs request in order, each bounded to 5 s (a
 //                  hang is reported as "timeout"), and say
@@ -22,6 +28,7 @@
 // With --mute it never answers anything (the run's timeout must end it).
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
+import { spawnSync } from "node:child_process";
 
 if (process.argv.includes("--mute")) {
   process.stdin.resume();
@@ -163,8 +170,43 @@ if (process.argv.includes("--mute")) {
         await say(client, sid, "fsres=" + JSON.stringify(res));
         return { stopReason: "end_turn" };
       }
+      if (mode === "shell") {
+        // As agents that hand their own PATH on to the shell they spawn do.
+        const r = spawnSync("/bin/sh", ["-c", "command -v ls"], { encoding: "utf8", env: { ...process.env, PATH: process.env.PATH ?? "" } });
+        await say(client, sid, `ls=${(r.stdout || "").trim()} code=${r.status} err=${r.error ? r.error.code : ""}`);
+        return { stopReason: "end_turn" };
+      }
+      if (mode === "many") {
+        const n = Number(text.split(/\s+/)[1]), m = Number(text.split(/\s+/)[2] || 0);
+        for (let i = 1; i <= n; i++) {
+          const id = "run-" + i, cmd = `echo cmd-${i}-$((${i}*2))`;
+          await client.notify(acp.methods.client.session.update, {
+            sessionId: sid,
+            update: { sessionUpdate: "tool_call", toolCallId: id, title: "Terminal", kind: "execute", status: "pending", rawInput: { command: cmd } },
+          });
+          const t = await client.createTerminal({ sessionId: sid, command: cmd });
+          await t.waitForExit();
+          const out = await t.currentOutput();
+          await t.release();
+          await client.notify(acp.methods.client.session.update, {
+            sessionId: sid,
+            update: { sessionUpdate: "tool_call_update", toolCallId: id, status: "completed", rawOutput: { output: out.output, exitCode: 0 } },
+          });
+        }
+        for (let i = 1; i <= m; i++) {
+          await call(client, sid, "more-" + i, "step " + i, "other");
+          await done(client, sid, "more-" + i, "ok " + i);
+        }
+        await say(client, sid, "many done");
+        return { stopReason: "end_turn" };
+      }
+      if (mode === "hang") {
+        process.on("SIGTERM", () => {});
+        await say(client, sid, "thinking");
+        await new Promise(() => {});
+      }
       if (mode === "env") {
-        await say(client, sid, `secret=${process.env.ACP_SECRET} other=${process.env.OTHER_SECRET} ctx_run=${process.env.CTX_RUN ? "set" : "unset"} daemon_path=${process.env.PATH ? "set" : "unset"}`);
+        await say(client, sid, `secret=${process.env.ACP_SECRET} other=${process.env.OTHER_SECRET} ctx_run=${process.env.CTX_RUN ? "set" : "unset"} path=${process.env.PATH}`);
         return { stopReason: "end_turn" };
       }
       await say(client, sid, "unknown mode " + mode);
