@@ -192,6 +192,8 @@ type realAgentCase struct {
 	secret string                   // K=V lines of the secrets file
 	keys   []string                 // acp.json env keys
 	steps  []scriptStep
+	// protect: the agent's .d/protect, when it needs one.
+	protect string
 	// terminal: its shell tool runs through ACP terminal/create.
 	terminal bool
 	// refused: the hosts it tries to reach whatever its settings say
@@ -221,6 +223,9 @@ func setupRealAgent(t *testing.T, name, approval, final string, c realAgentCase)
 	}
 	must(os.WriteFile(filepath.Join(dd, "mount"), []byte("net local "+p.addr+"\n"), 0o644))
 	must(os.WriteFile(filepath.Join(dd, "env"), []byte(c.env(p.addr)), 0o644))
+	if c.protect != "" {
+		must(os.WriteFile(filepath.Join(dd, "protect"), []byte(c.protect), 0o644))
+	}
 	if len(c.keys) > 0 {
 		b, err := os.ReadFile(filepath.Join(dd, "acp.json"))
 		must(err)
@@ -482,6 +487,11 @@ func TestRealAgentOpenCode(t *testing.T) {
 	runRealAgent(t, "oc", realAgentCase{
 		bin:  bin,
 		args: []string{"acp"},
+		// It writes /workspace/.opencode/.gitignore at every start, and
+		// .opencode is protected (its plugins are code the person's own
+		// opencode runs): the recipe grants it, the run-end audit reports
+		// what changed there.
+		protect: "writable .opencode\n",
 		// Its config directory's background install of @opencode-ai/plugin
 		// (a warning in its log when refused).
 		refused: []string{"registry.npmjs.org:443"},

@@ -11,8 +11,8 @@ import (
 
 // The absent protected names at a workspace's top (README "What the
 // workspace may change"); a trailing "/" marks a directory name.
-var absentDirNames = []string{".vscode/", ".idea/", ".claude/", ".codex/"}
-var absentFileNames = []string{".mcp.json", ".envrc", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout",
+var absentDirNames = []string{".vscode/", ".idea/", ".claude/", ".codex/", ".zed/", ".cursor/", ".gemini/", ".opencode/"}
+var absentFileNames = []string{".mcp.json", ".envrc", "opencode.json", "opencode.jsonc", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout",
 	".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout"}
 
 // gitClean asserts the host's git status in repo lists nothing: untracked

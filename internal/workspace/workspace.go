@@ -38,12 +38,17 @@ var ErrRefused = errors.New("refused")
 var Protected = []string{
 	".git",
 	".mcp.json", ".envrc", ".vscode", ".idea", ".claude", ".codex",
+	// Editors and agents a person runs on the host in this directory load
+	// these and start the MCP servers (commands) and plugins they name:
+	// Zed's context_servers, Cursor's and Gemini CLI's mcpServers,
+	// OpenCode's mcp entries and .opencode/plugin code.
+	".zed", ".cursor", ".gemini", ".opencode", "opencode.json", "opencode.jsonc",
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
 	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
 }
 
 // protectedDirs are the names whose placeholder is a directory.
-var protectedDirs = []string{".git", ".vscode", ".idea", ".claude", ".codex"}
+var protectedDirs = []string{".git", ".vscode", ".idea", ".claude", ".codex", ".zed", ".cursor", ".gemini", ".opencode"}
 
 // Grants is the parsed .d/protect of an agent definition: explicit
 // exceptions to the rules, each logged when it is used.
