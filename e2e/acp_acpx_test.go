@@ -3,11 +3,8 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // acpxLine is one JSON-RPC message acpx printed with --format json (what
@@ -396,20 +391,7 @@ func TestACPXRefusesMCPServers(t *testing.T) {
 	w.agent("demo", nil)
 	ws := w.workspace()
 	// A streamable HTTP MCP server on this host's loopback (the SDK's).
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "webfake", Version: "1"}, nil)
-	type pingIn struct {
-		Word string `json:"word"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "Answers pong"}, func(ctx context.Context, _ *mcp.CallToolRequest, in pingIn) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong " + in.Word}}}, nil, nil
-	})
-	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
-	go hs.Serve(ln)
-	defer hs.Close()
+	ln, _ := mcpHTTPFake(t)
 	url := "http://" + ln.Addr().String() + "/mcp"
 	dir := filepath.Dir(w.root)
 

@@ -275,22 +275,7 @@ func TestSecurityHostMCPNetwork(t *testing.T) {
 func TestSecurityHostMCPURLByName(t *testing.T) {
 	w := newWorld(t)
 	w.start()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "webfake", Version: "1"}, nil)
-	type pingIn struct {
-		Word string `json:"word"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "Answers pong"}, func(ctx context.Context, _ *mcp.CallToolRequest, in pingIn) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong " + in.Word}}}, nil, nil
-	})
-	var hits atomic.Int64
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	hs := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { hits.Add(1); h.ServeHTTP(rw, r) })}
-	go hs.Serve(ln)
-	defer hs.Close()
+	ln, hits := mcpHTTPFake(t)
 	port := ln.Addr().(*net.TCPAddr).Port
 	w.agent("a", nil)
 	w.agent("b", map[string]string{"mount": "net local " + ln.Addr().String() + "\n"})
@@ -307,4 +292,28 @@ func TestSecurityHostMCPURLByName(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "pong granted") {
 		t.Errorf("granted: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+}
+
+// mcpHTTPFake serves a streamable-HTTP MCP server (the Go SDK's) with one
+// tool, ping(word) → "pong WORD", on this host's loopback until the test
+// ends; hits counts the HTTP requests it got.
+func mcpHTTPFake(t *testing.T) (net.Listener, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "webfake", Version: "1"}, nil)
+	type pingIn struct {
+		Word string `json:"word"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "Answers pong"}, func(ctx context.Context, _ *mcp.CallToolRequest, in pingIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong " + in.Word}}}, nil, nil
+	})
+	hits := new(atomic.Int64)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { hits.Add(1); h.ServeHTTP(rw, r) })}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return ln, hits
 }
