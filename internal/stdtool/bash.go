@@ -122,9 +122,17 @@ func runShell(ctx context.Context, line string, timeout time.Duration) *shellRun
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout, cmd.Stderr = r.stdout, r.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The group's ender runs beside Wait (Cancel must not block it) but is
+	// owned by this call: runShell returns only after it has finished, so
+	// no goroutine of a call outlives the call.
 	var ended sync.Once
+	var ender sync.WaitGroup
 	endGroup := func() {
-		ended.Do(func() { go killGroup(cmd.Process.Pid) })
+		ended.Do(func() {
+			pgid := cmd.Process.Pid
+			ender.Add(1)
+			go func() { defer ender.Done(); killGroup(pgid) }()
+		})
 	}
 	cmd.Cancel = func() error {
 		endGroup()
@@ -152,6 +160,7 @@ func runShell(ctx context.Context, line string, timeout time.Duration) *shellRun
 	// Nothing of the group outlives the call: end what is left, and wait
 	// for it (SIGKILL at the latest after bashGrace).
 	killGroupWait(pgid)
+	ender.Wait()
 	if cmd.ProcessState == nil { // Wait failed before the shell was reaped
 		r.err = err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -218,5 +219,22 @@ func TestHeadTail(t *testing.T) {
 	v.shrink(4)
 	if string(v.head) != "0" || string(v.tail) != "hij" || v.cut != 16 {
 		t.Errorf("shrink: head %q tail %q cut %d", v.head, v.tail, v.cut)
+	}
+}
+
+// TestBashEnderOwned: the goroutine that ends a timed-out group belongs to
+// the call — none is left running killGroup once runShell returns (one
+// that was raced the test's restore of bashGrace under -race).
+func TestBashEnderOwned(t *testing.T) {
+	fastGrace(t)
+	for range 5 {
+		r := runShell(context.Background(), "sleep 300", 100*time.Millisecond)
+		if !r.timedOut {
+			t.Fatalf("not timed out: %+v", r)
+		}
+		buf := make([]byte, 1<<20)
+		if st := string(buf[:runtime.Stack(buf, true)]); strings.Contains(st, "stdtool.killGroup(") {
+			t.Fatalf("a group ender outlived its call:\n%s", st)
+		}
 	}
 }
