@@ -17,6 +17,7 @@ import (
 	"github.com/cortexfs/ctx/internal/safefs"
 	"os/exec"
 	"sort"
+	"syscall"
 	"time"
 )
 
@@ -92,6 +93,15 @@ func Install(binary, dir string) (Report, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return rep, fmt.Errorf("toolset: %w", err)
 	}
+	// One installer at a time: `ctx init` and the daemon's own install may
+	// run at once, and each replaces the same objects through the same
+	// temporary names. The lock is an flock on a hidden file of the
+	// directory, released when Install returns (or its process dies).
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return rep, err
+	}
+	defer unlock()
 	// One hidden copy (dot names are not tool names: tsh never lists it,
 	// the sandbox never shows it); every tool is a hard link of it.
 	master := filepath.Join(dir, "."+Binary)
@@ -116,6 +126,25 @@ func Install(binary, dir string) (Report, error) {
 		errs = append(errs, err)
 	}
 	return rep, errors.Join(errs...)
+}
+
+// lockDir takes the install lock of dir, waiting for another installer.
+func lockDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".install.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("toolset: install lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("toolset: install lock: %w", err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // installOne installs t unless a foreign tool holds its name; it reports

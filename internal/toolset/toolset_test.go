@@ -100,3 +100,31 @@ func TestDefaultPolicyParses(t *testing.T) {
 }
 
 func allows(p *policy.Policy, n string) bool { ok, _ := p.Match(n); return ok }
+
+// TestInstallConcurrent: `ctx init` and the daemon's own install may run
+// at once (seen: `rename …/tool/.glob.link …/glob: no such file or
+// directory`); every installer succeeds and the result is whole.
+func TestInstallConcurrent(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tool")
+	bins := []string{fakeBinary(t, "v1"), fakeBinary(t, "v2")}
+	for round := range 20 {
+		errs := make(chan error, 8)
+		for i := range 8 {
+			go func() {
+				_, err := Install(bins[(i+round)%2], dir)
+				errs <- err
+			}()
+		}
+		for range 8 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		a, _ := os.Lstat(filepath.Join(dir, "read"))
+		b, _ := os.Lstat(filepath.Join(dir, "bash"))
+		m, _ := os.Stat(filepath.Join(dir, "."+Binary))
+		if a == nil || b == nil || m == nil || !os.SameFile(a, b) || !os.SameFile(a, m) {
+			t.Fatalf("round %d: the tools are not the one installed binary", round)
+		}
+	}
+}
