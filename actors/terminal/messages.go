@@ -58,7 +58,10 @@ type ended struct {
 }
 
 // finished: the cleanup of an ended generation is recorded.
-type finished struct{ cleanup Receipt }
+type finished struct {
+	cleanup Receipt
+	err     error // what of the end could not be recorded
+}
 
 // stopFailed: the launcher could not request the stop.
 type stopFailed struct{ err error }

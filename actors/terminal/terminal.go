@@ -283,11 +283,15 @@ func (a *Actor) onEnded(c actor.Context, m *ended) {
 	a.held = nil
 	a.goSend(c, func(ctx context.Context) any {
 		held.Ended() // the sandbox is gone: its placeholders go (issue 11)
-		return &finished{cleanup: recordEnd(l, rec, reason, ex)}
+		c, err := recordEnd(l, rec, reason, ex)
+		return &finished{cleanup: c, err: err}
 	})
 }
 
 func (a *Actor) onFinished(c actor.Context, m *finished) {
+	if m.err != nil {
+		a.log.Warn("terminal end not fully recorded", "generation", m.cleanup.Generation, "err", m.err)
+	}
 	a.log.Info(EventAgentStop, "reason", m.cleanup.Reason, "launcher", m.cleanup.Launcher, "unit", m.cleanup.Unit,
 		"pid", m.cleanup.PID, "generation", m.cleanup.Generation, "status", statusText(m.cleanup.Status))
 	a.rec, a.stopping = nil, false
@@ -431,28 +435,36 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 // when ctxterm could not write its own (it was killed), the cleanup
 // receipt (L3, projected into meta.json), the agent.stop event; and it
 // removes the launch receipt (the generation may no longer be stopped).
-func recordEnd(l layout.Layout, rec Receipt, reason string, ex Exit) Receipt {
+// Every step is tried; what failed is returned, joined, for the log — a
+// missing receipt or event must be visible, not silently absent.
+func recordEnd(l layout.Layout, rec Receipt, reason string, ex Exit) (Receipt, error) {
 	now := time.Now()
 	dir := l.TerminalDir(rec.Agent, rec.Session)
+	var errs []error
+	fail := func(what string, err error) {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+		}
+	}
 	if !readHistory(dir).ExitedSince {
 		ev := termres.Event{Type: termres.Exited, ID: rec.Terminal, PID: rec.PID, Reason: "recorded by the supervisor: " + ex.Reason}
 		if ex.Known {
 			ev.Status = termres.Int(ex.Status)
 		}
-		_ = termres.Append(dir, ev)
+		fail("the exited event", termres.Append(dir, ev))
 	}
 	c := Cleanup(rec, reason, ex, now)
-	_ = WriteReceipt(CleanupReceiptPath(l, rec.Agent, rec.Session), c)
-	_ = ProjectMeta(l, c)
-	_ = appendEvent(dir, daemonEvent{Type: EventAgentStop, ID: rec.Terminal, Launcher: rec.Launcher, Unit: rec.Unit,
-		Invocation: rec.Invocation, PID: rec.PID, Generation: rec.Generation, Reason: reason, Status: c.Status})
-	_ = os.Remove(LaunchReceiptPath(l, rec.Agent, rec.Session))
+	fail("the cleanup receipt", WriteReceipt(CleanupReceiptPath(l, rec.Agent, rec.Session), c))
+	fail("meta.json", ProjectMeta(l, c))
+	fail("the agent.stop event", appendEvent(dir, daemonEvent{Type: EventAgentStop, ID: rec.Terminal, Launcher: rec.Launcher, Unit: rec.Unit,
+		Invocation: rec.Invocation, PID: rec.PID, Generation: rec.Generation, Reason: reason, Status: c.Status}))
+	fail("removing the launch receipt", os.Remove(LaunchReceiptPath(l, rec.Agent, rec.Session)))
 	// The socket and its ABI alias name a live endpoint only (L6).
-	_ = os.Remove(rec.Socket)
+	fail("removing the socket", os.Remove(rec.Socket))
 	if fi, err := os.Lstat(rec.ABISocket); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		_ = os.Remove(rec.ABISocket)
+		fail("removing the ABI socket alias", os.Remove(rec.ABISocket))
 	}
-	return c
+	return c, errors.Join(errs...)
 }
 
 // touch creates p if needed; p must be a regular file, never a symlink
