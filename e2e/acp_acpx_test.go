@@ -172,7 +172,7 @@ func acpxMCPConfig(t *testing.T, dir string, servers ...map[string]any) string {
 // cancel from another acpx process, and a load after the prompts — with
 // the frames checked in the session's events.jsonl; another session does
 // not see the server, and removing the session removes it.
-// spec: A2 A3, issue 25 (editors over ACP)
+// spec: A2 A3 (README "Editors over ACP")
 func TestACPXDrivesCtx(t *testing.T) {
 	acpx := acpAgentBin(t, "acpx")
 	w := newWorld(t)
@@ -383,7 +383,7 @@ func TestACPXDrivesCtx(t *testing.T) {
 // answer a JSON-RPC error naming it and why — `npx` (with the install fix)
 // and an http URL the agent's network grants do not reach — and nothing is
 // made; with `net local` granting the URL's address the same http server
-// is accepted and its tool called. spec: V3, issue 25 (never a silent drop)
+// is accepted and its tool called. spec: V3 (an editor's server is never dropped silently)
 func TestACPXRefusesMCPServers(t *testing.T) {
 	acpx := acpAgentBin(t, "acpx")
 	w := newWorld(t)

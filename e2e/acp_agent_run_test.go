@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// spec: issue 14, X6 — an acp-v1 run as real agents need it: a PATH, ACP's
+// spec: X6 — an acp-v1 run as real agents need it: a PATH, ACP's
 // resource-not-found, a raisable call bound that counts a reported call
 // and its terminal once, reported calls recorded with what the agent said,
 // and an idle bound on a prompt.
