@@ -13,9 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/safefs"
 )
 
 // Agents that start a sandbox of their own (bubblewrap, Landlock, a user
@@ -284,7 +287,7 @@ func (e *Env) nestedChecks(ctx context.Context, bw BwrapResult) []Check {
 		}
 		acp = true
 		home := e.Layout.AgentHome(n)
-		read := func(rel string) ([]byte, error) { return e.ReadFile(filepath.Join(home, rel)) }
+		read := func(rel string) ([]byte, error) { return readAgentFile(filepath.Join(home, rel)) }
 		if c, ok := NestedSandbox(n, def.ACP, def.Env, read); ok {
 			out = append(out, c)
 		}
@@ -327,4 +330,34 @@ t /usr/bin/bwrap /usr/bin/bwrap --unshare-user --ro-bind / / /bin/true`
 		return NestedProbe{}, fmt.Errorf("the probe sandbox failed: %v: %q %s", werr, out, p.Stderr())
 	}
 	return NestedProbe{Unshare: lines[0], Bwrap: lines[1]}, nil
+}
+
+// maxAgentFile bounds a settings file read from an agent home.
+const maxAgentFile = 1 << 20
+
+// readAgentFile reads a settings file in an agent home, which the agent
+// writes: no symlink in any component (a planted link never points doctor
+// at a host file), a FIFO never blocks (O_NONBLOCK), only a regular file,
+// at most maxAgentFile bytes (more is an error, not a cut file).
+func readAgentFile(path string) ([]byte, error) {
+	f, err := safefs.Open(path, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", path, safefs.ErrNotRegular)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxAgentFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxAgentFile {
+		return nil, fmt.Errorf("%s: over %d bytes", path, maxAgentFile)
+	}
+	return b, nil
 }

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 )
@@ -141,5 +143,41 @@ func TestRunNested(t *testing.T) {
 	env.Layout, probes = l2, 0
 	if cs := env.nestedChecks(context.Background(), BwrapResult{Path: "/usr/bin/bwrap"}); len(cs) != 0 || probes != 0 {
 		t.Errorf("without acp-v1 agents: %+v, %d probes", cs, probes)
+	}
+}
+
+// The agent writes its home: a settings file planted as a FIFO must not
+// block doctor, and one planted as a symlink (last component or a
+// directory on the way) must not make doctor read a host file — both are
+// refused and reported unreadable; an oversized one is refused too.
+func TestReadAgentFileRefusesPlanted(t *testing.T) {
+	home := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "host.json")
+	os.WriteFile(secret, []byte(`{"sandbox":{"enabled":true}}`), 0o600)
+	os.MkdirAll(filepath.Join(home, "fifo"), 0o700)
+	if err := syscall.Mkfifo(filepath.Join(home, "fifo", "settings.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(home, "link"), 0o700)
+	os.Symlink(secret, filepath.Join(home, "link", "settings.json"))
+	os.Symlink(filepath.Dir(secret), filepath.Join(home, "dirlink"))
+	os.WriteFile(filepath.Join(home, "big.json"), make([]byte, maxAgentFile+1), 0o600)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, rel := range []string{"fifo/settings.json", "link/settings.json", "dirlink/host.json", "big.json"} {
+			if b, err := readAgentFile(filepath.Join(home, rel)); err == nil {
+				t.Errorf("%s: read %d bytes, want a refusal", rel, len(b))
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a planted FIFO blocked doctor")
+	}
+	os.WriteFile(filepath.Join(home, "ok.json"), []byte("{}"), 0o600)
+	if b, err := readAgentFile(filepath.Join(home, "ok.json")); err != nil || string(b) != "{}" {
+		t.Errorf("a regular file: %q %v", b, err)
 	}
 }
