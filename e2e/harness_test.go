@@ -250,6 +250,13 @@ func (w *world) ctx(dir string, stdin string, args ...string) result {
 	}
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
+	return w.runCmd(cmd)
+}
+
+// runCmd runs cmd to its end: its output and exit code (a start failure
+// fails the test).
+func (w *world) runCmd(cmd *exec.Cmd) result {
+	w.t.Helper()
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,16 +15,7 @@ func (w *world) ctxEnv(dir string, extra []string, args ...string) result {
 	cmd := exec.Command(w.ctxBin, args...)
 	cmd.Env = append(w.env(), extra...)
 	cmd.Dir = dir
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		w.t.Fatal(err)
-	}
-	return result{o.String(), e.String(), code}
+	return w.runCmd(cmd)
 }
 
 // claudeMCP is a real Claude Code .mcp.json: the everything server as
