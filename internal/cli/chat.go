@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/term"
@@ -56,37 +55,23 @@ func (c *ChatCmd) Run(env *Env) error {
 	}
 	defer term.Restore(fd, old)
 
-	pr, pw := io.Pipe()
-	typed := &typeahead{r: pr}
+	keys := newKeyRouter()
 	t := term.NewTerminal(struct {
 		io.Reader
 		io.Writer
-	}{typed, env.Stdout}, c.Name+"> ")
+	}{keys, env.Stdout}, c.Name+"> ")
 	if w, h, err := term.GetSize(fd); err == nil {
 		t.SetSize(w, h)
 	}
-	var idle atomic.Bool
-	idle.Store(true)
-	runKeys := make(chan byte, 64)
-	go func() { // the one stdin reader: to the line editor when idle, to the run otherwise
+	go func() { // the one stdin reader; it never blocks on a consumer, so Ctrl+C is always seen
 		buf := make([]byte, 256)
 		for {
 			n, err := env.Stdin.Read(buf)
 			if err != nil {
-				pw.CloseWithError(io.EOF)
-				close(runKeys)
+				keys.close()
 				return
 			}
-			if idle.Load() {
-				pw.Write(buf[:n])
-				continue
-			}
-			for _, b := range buf[:n] {
-				select {
-				case runKeys <- b:
-				default:
-				}
-			}
+			keys.feed(buf[:n])
 		}
 	}()
 	// issue 18 item 4: rendered when stdout is a terminal and NO_COLOR is
@@ -111,20 +96,20 @@ func (c *ChatCmd) Run(env *Env) error {
 			continue
 		}
 		line = strings.TrimPrefix(line, "/") // "//x" sends "/x"
-		idle.Store(false)
+		keys.setIdle(false)
 		req := mk(line)
 		if err := conn.Send(req); err != nil {
 			return Exit(ExitUnavailable, err)
 		}
 		if view != nil {
-			err = c.runRendered(env, view, t, conn, frames, runKeys, typed, req.Workspace)
+			err = c.runRendered(env, view, t, conn, frames, keys.run, keys, req.Workspace)
 		} else {
-			err = c.runOnTerminal(t, conn, frames, runKeys, typed)
+			err = c.runOnTerminal(t, conn, frames, keys.run, keys)
 		}
 		if err != nil {
 			return err
 		}
-		idle.Store(true)
+		keys.setIdle(true)
 	}
 }
 
@@ -174,7 +159,7 @@ func (c *ChatCmd) command(env *Env, t *term.Terminal, line string) {
 // runRendered follows one run with the chat rendered (chatview): tool
 // calls as live lines, Markdown as its blocks close, the approval
 // question with the diff.
-func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, typed *typeahead, workspace string) error {
+func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, typed *keyRouter, workspace string) error {
 	tick := time.NewTicker(chatview.TickEvery)
 	defer tick.Stop()
 	defer view.Pause()
@@ -238,7 +223,7 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, c
 
 // runOnTerminal follows one run: tool activity is shown as it happens, the
 // answer is buffered and written when the run ends.
-func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, typed *typeahead) error {
+func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, typed *keyRouter) error {
 	var answer strings.Builder
 	var run string
 	cancelled := false
@@ -373,34 +358,96 @@ func (c *ChatCmd) plain(env *Env, conn *client.Conn, frames chan frameOrErr, mk 
 	}
 }
 
-// typeahead holds the keys typed during a run (other than Ctrl+C and an
-// approval's answer) and gives them to the line editor before anything
-// read later, so a line typed while the answer prints is not lost.
-type typeahead struct {
-	mu  sync.Mutex
-	buf []byte
-	r   io.Reader
+// keyRouter owns stdin's bytes: the line editor's while idle, the run's
+// (Ctrl+C, an approval's answer, type-ahead) otherwise. The switch and the
+// routing happen under one lock, so no byte falls between them: a line typed
+// just as a run ends reaches the next prompt, not a channel nobody reads.
+type keyRouter struct {
+	mu   sync.Mutex
+	more *sync.Cond
+	buf  []byte // the line editor's bytes, type-ahead first
+	idle bool
+	eof  bool
+	run  chan byte // the run's keys; closed at end of input
 }
 
-func (t *typeahead) add(b byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.buf) < 64<<10 {
-		t.buf = append(t.buf, b)
+func newKeyRouter() *keyRouter {
+	k := &keyRouter{idle: true, run: make(chan byte, 256)}
+	k.more = sync.NewCond(&k.mu)
+	return k
+}
+
+// feed routes bytes read from stdin.
+func (k *keyRouter) feed(p []byte) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.idle {
+		k.buf = append(k.buf, p...)
+		k.more.Broadcast()
+		return
+	}
+	for _, b := range p {
+		select {
+		case k.run <- b:
+		default: // 256 unread keys during a run: the rest are dropped, never blocking Ctrl+C
+		}
 	}
 }
 
-// Read drains the type-ahead first, then reads on.
-func (t *typeahead) Read(p []byte) (int, error) {
-	t.mu.Lock()
-	if len(t.buf) > 0 {
-		n := copy(p, t.buf)
-		t.buf = t.buf[n:]
-		t.mu.Unlock()
-		return n, nil
+// close marks the end of input: the line editor reads EOF, the run's
+// channel closes.
+func (k *keyRouter) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.eof = true
+	close(k.run)
+	k.more.Broadcast()
+}
+
+// setIdle switches the owner. Going idle, keys the run left unread become
+// type-ahead.
+func (k *keyRouter) setIdle(idle bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.idle = idle
+	if !idle {
+		return
 	}
-	t.mu.Unlock()
-	return t.r.Read(p)
+	for {
+		select {
+		case b, ok := <-k.run:
+			if !ok {
+				return
+			}
+			k.buf = append(k.buf, b)
+		default:
+			return
+		}
+	}
+}
+
+// add keeps a key typed during a run for the line editor.
+func (k *keyRouter) add(b byte) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.buf) < 64<<10 {
+		k.buf = append(k.buf, b)
+	}
+}
+
+// Read gives the line editor its bytes, waiting for more.
+func (k *keyRouter) Read(p []byte) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for len(k.buf) == 0 && !k.eof {
+		k.more.Wait()
+	}
+	if len(k.buf) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, k.buf)
+	k.buf = k.buf[n:]
+	return n, nil
 }
 
 // answerApproval sends the pinned approve line for the key the person
