@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 
 	"github.com/cortexfs/ctx/internal/layout"
@@ -78,6 +79,12 @@ func (e *CodedError) WireCode() string { return e.C }
 
 // WithCode wraps err with a wire code.
 func WithCode(code string, err error) error { return &CodedError{C: code, Err: err} }
+
+// Errorf is an error carrying a wire code: ErrorFrame(run, Errorf(code, …))
+// is how an error frame with a chosen code is built (one mapping, Code).
+func Errorf(code, format string, args ...any) error {
+	return &CodedError{C: code, Err: fmt.Errorf(format, args...)}
+}
 
 // ErrorFrame builds an error frame for err.
 func ErrorFrame(run string, err error) *Frame {
