@@ -32,11 +32,12 @@ func newComponents(log *slog.Logger) *components { return &components{log: log} 
 
 // start starts c (after every component started before it) and keeps it
 // for stop. A failed start starts nothing more: the caller stops what is
-// up (stopAll) and returns the error.
+// up (stopAll) and returns the error, which Start words itself (it is
+// what `ctx daemon` prints).
 func (cs *components) start(ctx context.Context, c component) error {
 	if c.Start != nil {
 		if err := c.Start(ctx); err != nil {
-			return fmt.Errorf("%s: %w", c.Name, err)
+			return err
 		}
 	}
 	cs.started = append(cs.started, c)
