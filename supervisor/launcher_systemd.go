@@ -91,7 +91,7 @@ func (s *SystemdLauncher) Name() string { return LauncherSystemd }
 // ctxterm, waits on a FIFO in the runtime directory (--hold) before it
 // starts anything, and the daemon writes to that FIFO after the
 // registration. The manager cannot hand the unit a descriptor, hence the
-// FIFO instead of the built-in launcher's pipe. spec: T1 L2 U2; issue 16 item 18
+// FIFO instead of the built-in launcher's pipe. spec: T1 L2 U2
 func (s *SystemdLauncher) Start(ctx context.Context, ls terminal.LaunchSpec) (terminal.Receipt, error) {
 	if ls.HoldFIFO == "" {
 		return terminal.Receipt{}, errors.New("systemd launcher: no hold FIFO")

@@ -199,7 +199,7 @@ func TestSystemdLauncherWithManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// spec: U2, issue 16 item 18 — the unit's program waits on the hold
+	// spec: U2 — the unit's program waits on the hold
 	// FIFO until the launch root is registered: while the launcher reads
 	// the unit (before it registers) the program has not gone past it.
 	var held bool
