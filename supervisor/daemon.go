@@ -158,12 +158,17 @@ func (w *wiring) components() []component {
 			w.reap = w.d.startReaper(w.reapLock, w.cgroups, w.log)
 			return nil
 		}, Stop: func(context.Context) error { w.reap.Close(reaperWait); return nil }}, // it sweeps what the stops before it left
-		{Name: "launcher", Start: func(ctx context.Context) (err error) {
+		{Name: "launcher", Deadline: stopGrace(s.CancelGrace) + time.Second, Start: func(ctx context.Context) (err error) {
 			if w.roots, err = launchroot.New(l.UID); err != nil {
 				return fmt.Errorf("daemon: launch roots: %w", err)
 			}
 			if w.launcher, err = SelectLauncher(ctx, w.roots, w.log.With("component", "launcher")); err != nil {
 				return fmt.Errorf("daemon: %w", err)
+			}
+			return nil
+		}, Stop: func(ctx context.Context) error {
+			if c, ok := w.launcher.(closer); ok {
+				return c.Close(ctx)
 			}
 			return nil
 		}},

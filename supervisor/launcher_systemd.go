@@ -227,6 +227,15 @@ func (s *SystemdLauncher) Stop(ctx context.Context, r terminal.Receipt, grace ti
 	return nil
 }
 
+// Close closes the manager's bus connection, if it holds one (the D-Bus
+// manager; systemctl holds none). The units live on (T1).
+func (s *SystemdLauncher) Close(context.Context) error {
+	if c, ok := s.m.(interface{ Close() }); ok {
+		c.Close()
+	}
+	return nil
+}
+
 // Systemctl is the UnitManager that drives systemd-run and systemctl
 // --user (each a D-Bus client of the user manager).
 type Systemctl struct{ systemctl, systemdRun string }
