@@ -54,10 +54,13 @@ func (cs *components) stopAll() error {
 		if c.Stop == nil {
 			continue
 		}
+		t0 := time.Now()
 		if err := cs.stopOne(c); err != nil {
-			cs.log.Warn("stop", "component", c.Name, "err", err)
+			cs.log.Warn("stop", "component", c.Name, "err", err, "took", time.Since(t0))
 			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
+			continue
 		}
+		cs.log.Debug("stopped", "component", c.Name, "took", time.Since(t0))
 	}
 	cs.started = nil
 	return errors.Join(errs...)

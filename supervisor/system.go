@@ -47,45 +47,49 @@ func serveSystem(cfg *config.Config, ln *net.UnixListener, term func(*TerminalRe
 		go func() {
 			defer wg.Done()
 			defer func() { mu.Lock(); delete(conns, c); mu.Unlock(); c.Close() }()
-			lr := ipc.NewLineReader(c)
-			for {
-				line, err := lr.Next()
-				if err != nil {
-					if errors.Is(err, ipc.ErrTooLarge) {
-						c.Write(ipc.ErrorFrame("", err).Line())
-					}
-					return
-				}
-				if treq, ok, err := parseTerminalRequest(line); ok {
-					reply := &TerminalReply{Type: ipc.TypeError, Code: ipc.Code(err)}
-					if err != nil {
-						reply.Message = err.Error()
-					} else {
-						<-cfg.Warmed() // a terminal runs ctxterm and tsh from CTX_ROOT/bin
-						reply = term(treq)
-					}
-					b, _ := json.Marshal(reply)
-					c.SetWriteDeadline(time.Now().Add(ipc.WriteTimeout))
-					if _, err := c.Write(append(b, '\n')); err != nil {
-						return
-					}
-					continue
-				}
-				req, err := ipc.ParseRequest(line)
-				var f *ipc.Frame
-				switch {
-				case err != nil:
-					f = ipc.ErrorFrame("", err)
-				case req.Op == ipc.OpPing:
-					f = &ipc.Frame{Type: ipc.TypePong, Version: config.Version}
-				default:
-					f = ipc.ErrorFrame("", ipc.Errorf(ipc.CodeBadRequest, "the system socket serves ping and terminal.start|stop|status; send %s to the agent socket", req.Op))
-				}
-				c.SetWriteDeadline(time.Now().Add(ipc.WriteTimeout))
-				if _, err := c.Write(f.Line()); err != nil {
-					return
-				}
-			}
+			serveSystemConn(cfg, c, term)
 		}()
 	}
+}
+
+// serveSystemConn answers one connection's requests, a line each, until it
+// closes or a write fails.
+func serveSystemConn(cfg *config.Config, c *net.UnixConn, term func(*TerminalRequest) *TerminalReply) {
+	lr := ipc.NewLineReader(c)
+	for {
+		line, err := lr.Next()
+		if err != nil {
+			if errors.Is(err, ipc.ErrTooLarge) {
+				c.Write(ipc.ErrorFrame("", err).Line())
+			}
+			return
+		}
+		c.SetWriteDeadline(time.Now().Add(ipc.WriteTimeout))
+		if _, err := c.Write(systemAnswer(cfg, line, term)); err != nil {
+			return
+		}
+	}
+}
+
+// systemAnswer is the line answering one request of the system socket.
+func systemAnswer(cfg *config.Config, line []byte, term func(*TerminalRequest) *TerminalReply) []byte {
+	if treq, ok, err := parseTerminalRequest(line); ok {
+		reply := &TerminalReply{Type: ipc.TypeError, Code: ipc.Code(err)}
+		if err != nil {
+			reply.Message = err.Error()
+		} else {
+			<-cfg.Warmed() // a terminal runs ctxterm and tsh from CTX_ROOT/bin
+			reply = term(treq)
+		}
+		b, _ := json.Marshal(reply)
+		return append(b, '\n')
+	}
+	req, err := ipc.ParseRequest(line)
+	switch {
+	case err != nil:
+		return ipc.ErrorFrame("", err).Line()
+	case req.Op == ipc.OpPing:
+		return (&ipc.Frame{Type: ipc.TypePong, Version: config.Version}).Line()
+	}
+	return ipc.ErrorFrame("", ipc.Errorf(ipc.CodeBadRequest, "the system socket serves ping and terminal.start|stop|status; send %s to the agent socket", req.Op)).Line()
 }
