@@ -10,9 +10,10 @@ import (
 
 // component is one piece of the running daemon: a socket, a service, the
 // actor system. Start brings it up (nil: nothing to start); Stop takes it
-// down within Deadline (nil: nothing to stop). Stop is given a context that
-// ends at the deadline and should return by then; one that does not is
-// left behind (and reported) so the components after it still stop.
+// down within Deadline (0: defaultDeadline; nil Stop: nothing to stop).
+// Stop is given a context that ends at the deadline and should return by
+// then; one that does not is left behind (and reported) so the components
+// after it still stop.
 type component struct {
 	Name     string
 	Start    func(ctx context.Context) error
@@ -69,15 +70,18 @@ func (cs *components) stopAll() error {
 // ErrLate means a component's Stop did not return within its deadline.
 var ErrLate = errors.New("did not stop within its deadline")
 
-// stopOne runs c.Stop in a goroutine and waits for it at most c.Deadline
-// (no deadline: until it returns). The goroutine is this list's: it ends
-// when Stop returns, which a Stop honouring its context does at the
-// deadline.
+// defaultDeadline bounds a Stop that names no deadline of its own.
+const defaultDeadline = 5 * time.Second
+
+// stopOne runs c.Stop in a goroutine and waits for it at most c.Deadline.
+// The goroutine is this list's: it ends when Stop returns, which a Stop
+// honouring its context does at the deadline.
 func (cs *components) stopOne(c component) error {
-	ctx, cancel := context.Background(), context.CancelFunc(func() {})
-	if c.Deadline > 0 {
-		ctx, cancel = context.WithTimeout(ctx, c.Deadline)
+	d := c.Deadline
+	if d <= 0 {
+		d = defaultDeadline
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.Stop(ctx) }()
@@ -92,7 +96,7 @@ func (cs *components) stopOne(c component) error {
 	case err := <-done:
 		return err
 	case <-time.After(lateGrace):
-		return fmt.Errorf("%w (%v)", ErrLate, c.Deadline)
+		return fmt.Errorf("%w (%v)", ErrLate, d)
 	}
 }
 

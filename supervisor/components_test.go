@@ -158,3 +158,27 @@ func TestComponentsStuckDoesNotBlockTheOthers(t *testing.T) {
 	close(release)
 	<-returned // the left-behind Stop's goroutine ends with it (goleak)
 }
+
+// TestComponentsEveryStopHasADeadline: a component that names none gets
+// defaultDeadline, so no stop of the daemon is unbounded.
+func TestComponentsEveryStopHasADeadline(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cs := newComponents(discardLog)
+	var left time.Duration
+	var ok bool
+	c := component{Name: "lock", Stop: func(ctx context.Context) error {
+		var d time.Time
+		d, ok = ctx.Deadline()
+		left = time.Until(d)
+		return nil
+	}}
+	if err := cs.start(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.stopAll(); err != nil {
+		t.Fatal(err)
+	}
+	if !ok || left <= defaultDeadline-time.Second || left > defaultDeadline {
+		t.Fatalf("deadline %v left (set: %v), want about %v", left, ok, defaultDeadline)
+	}
+}
