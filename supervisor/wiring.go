@@ -29,7 +29,7 @@ import (
 // each from those built before it.
 type wiring struct {
 	d   *Daemon
-	s   config.Settings // Bwrap resolved by the first component
+	s   config.Settings // the daemon's copy; Bwrap resolved by the "bwrap" component before any service uses it
 	log *slog.Logger
 
 	unlock   func()
