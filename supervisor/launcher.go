@@ -80,6 +80,16 @@ func signalPinned(r terminal.Receipt, sig unix.Signal) error {
 	return unix.PidfdSendSignal(fd, sig, nil, 0)
 }
 
+// closer is a launcher with work of its own to finish when the daemon stops.
+type closer interface {
+	Close(ctx context.Context) error
+}
+
+var (
+	_ closer = (*BuiltinLauncher)(nil)
+	_ closer = (*SystemdLauncher)(nil)
+)
+
 // stopGrace is how long a hung-up terminal gets before SIGKILL: the
 // daemon's grace plus ctxterm's own 2 s hang-up grace.
 func stopGrace(grace time.Duration) time.Duration { return grace + 3*time.Second }

@@ -34,6 +34,9 @@ type BuiltinLauncher struct {
 	mu       sync.Mutex
 	children map[int]*builtinChild // started by this daemon, keyed by pid
 	adopted  map[int]func()        // launch-root releases of adopted terminals
+
+	// stops counts Stop's escalations still under way; Close waits for them.
+	stops sync.WaitGroup
 }
 
 type builtinChild struct {
@@ -206,7 +209,9 @@ func (b *BuiltinLauncher) Stop(ctx context.Context, r terminal.Receipt, grace ti
 		return nil // Wait reports it
 	}
 	_ = signalPinned(r, unix.SIGHUP)
+	b.stops.Add(1)
 	go func() {
+		defer b.stops.Done()
 		wctx, cancel := context.WithTimeout(context.Background(), stopGrace(grace))
 		defer cancel()
 		if err := waitPID(wctx, r); errors.Is(err, context.DeadlineExceeded) {
@@ -218,6 +223,20 @@ func (b *BuiltinLauncher) Stop(ctx context.Context, r terminal.Receipt, grace ti
 		}
 	}()
 	return nil
+}
+
+// Close waits, until ctx ends, for the escalations of the terminals being
+// stopped, so a stopping daemon still SIGKILLs a terminal that ignored its
+// hang-up. The terminals themselves live on (T1).
+func (b *BuiltinLauncher) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { b.stops.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("builtin launcher: terminals still being stopped: %w", ctx.Err())
+	}
 }
 
 // killTree SIGKILLs pid and everything below it.

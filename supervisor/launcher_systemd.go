@@ -91,7 +91,7 @@ func (s *SystemdLauncher) Name() string { return LauncherSystemd }
 // ctxterm, waits on a FIFO in the runtime directory (--hold) before it
 // starts anything, and the daemon writes to that FIFO after the
 // registration. The manager cannot hand the unit a descriptor, hence the
-// FIFO instead of the built-in launcher's pipe. spec: T1 L2 U2; issue 16 item 18
+// FIFO instead of the built-in launcher's pipe. spec: T1 L2 U2
 func (s *SystemdLauncher) Start(ctx context.Context, ls terminal.LaunchSpec) (terminal.Receipt, error) {
 	if ls.HoldFIFO == "" {
 		return terminal.Receipt{}, errors.New("systemd launcher: no hold FIFO")
@@ -223,6 +223,15 @@ func (s *SystemdLauncher) Stop(ctx context.Context, r terminal.Receipt, grace ti
 			return nil
 		}
 		return fmt.Errorf("systemd launcher: stop %s: %w", r.Unit, err)
+	}
+	return nil
+}
+
+// Close closes the manager's bus connection, if it holds one (the D-Bus
+// manager; systemctl holds none). The units live on (T1).
+func (s *SystemdLauncher) Close(context.Context) error {
+	if c, ok := s.m.(interface{ Close() }); ok {
+		c.Close()
 	}
 	return nil
 }

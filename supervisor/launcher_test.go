@@ -199,7 +199,7 @@ func TestSystemdLauncherWithManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// spec: U2, issue 16 item 18 — the unit's program waits on the hold
+	// spec: U2 — the unit's program waits on the hold
 	// FIFO until the launch root is registered: while the launcher reads
 	// the unit (before it registers) the program has not gone past it.
 	var held bool
@@ -313,5 +313,41 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// TestBuiltinLauncherCloseWaitsForEscalations: a terminal that ignores its
+// hang-up is SIGKILLed after the stop grace by a goroutine the launcher
+// owns; Close (the daemon's stop) waits for it, bounded by its context.
+func TestBuiltinLauncherCloseWaitsForEscalations(t *testing.T) {
+	b := NewBuiltinLauncher(nil, quiet)
+	sp := sleeper(t)
+	sp.Command = func(h terminal.Hold) ([]string, error) {
+		return []string{"/bin/sh", "-c", "trap '' HUP; head -c1 <&" + strconv.Itoa(h.FD) + " >/dev/null; exec sleep 60"}, nil
+	}
+	r, err := b.Start(context.Background(), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the program past the hold", func() bool { return runsSleep(r.PID) })
+	if err := b.Stop(context.Background(), r, 0); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := b.Close(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with an escalation under way = %v, want its deadline", err)
+	}
+	if !terminal.Alive(r) {
+		t.Fatal("the terminal did not ignore its hang-up: nothing to escalate")
+	}
+	long, cancel2 := context.WithTimeout(context.Background(), stopGrace(0)+5*time.Second)
+	defer cancel2()
+	if err := b.Close(long); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	ex, err := b.Wait(context.Background(), r)
+	if err != nil || !ex.Known || ex.Status != 128+9 {
+		t.Fatalf("exit %+v %v, want SIGKILL", ex, err)
 	}
 }

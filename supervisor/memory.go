@@ -19,7 +19,7 @@ const (
 // returnMemory gives the heap that passivated sessions freed back to the
 // system. Go keeps a heap's high-water mark mapped: a burst of live
 // sessions would otherwise stay in the daemon's RSS long after they were
-// passivated (issue 15 item 1: idle sessions cost nothing). One forced
+// passivated (CTX_SESSION_IDLE: idle sessions cost nothing). One forced
 // collection per wave, rate-limited, costs a few ms of a quiet daemon.
 func returnMemory(ctx context.Context, cfg *config.Config, every time.Duration, wave int64) {
 	t := time.NewTicker(every)

@@ -15,7 +15,7 @@ var sink [][]byte
 
 // returnMemory gives the heap back once a wave of sessions was
 // passivated, keeps counting below the wave, and stops with its context
-// (issue 15 item 1).
+// (CTX_SESSION_IDLE: idle sessions cost nothing).
 func TestReturnMemoryAfterAWave(t *testing.T) {
 	cfg := &config.Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 )
 
 // The terminal ops' wire types live in ipc (the ctx client links them
-// without the actor runtime, issue 15 item 4).
+// without the actor runtime).
 const (
 	OpTerminalStart  = ipc.OpTerminalStart
 	OpTerminalStop   = ipc.OpTerminalStop
@@ -60,10 +61,18 @@ func (r *rootActor) terminalPID(c actor.Context, agent, session string) (*actor.
 	return pid, nil
 }
 
-func (r *rootActor) startTerminals(c actor.Context) {
+// startTerminals reads the launch receipts in a goroutine of the actor's
+// (loops) that sends them back, unless the actor stopped meanwhile.
+func (r *rootActor) startTerminals(ctx context.Context, c actor.Context) {
 	r.terms = map[termKey]*actor.PID{}
 	self, root, l := c.Self(), c.ActorSystem().Root, r.cfg.Layout
-	go func() { root.Send(self, &terminalReceipts{keys: terminal.LaunchReceipts(l)}) }()
+	r.loops.Add(1)
+	go func() {
+		defer r.loops.Done()
+		if keys := terminal.LaunchReceipts(l); ctx.Err() == nil {
+			root.Send(self, &terminalReceipts{keys: keys})
+		}
+	}()
 }
 
 func (r *rootActor) onTerminalReceipts(c actor.Context, m *terminalReceipts) {

@@ -1,10 +1,14 @@
 // Package config holds the daemon's settings and shared services, handed to
 // every actor through its props (never a package variable).
+//
+// Settings are parsed once (FromEnv) and never change. The services are
+// built by the daemon in order (supervisor.Daemon.Run) and handed to New,
+// which returns the one Config every actor receives: complete, then never
+// written.
 package config
 
 import (
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,45 +26,45 @@ import (
 // Version of ctx, reported by ping.
 const Version = version.Version
 
-// Config is built once by the daemon.
+// Config is what every actor receives: the settings and the services,
+// built once by New and never written after. Tests that start no daemon
+// build one by hand with the fields they need.
 type Config struct {
 	Layout          layout.Layout
-	Bwrap           string        // bwrap binary; from CTX_BWRAP in the daemon's environment or bwrap.DefaultPath
+	Bwrap           string        // the bwrap binary the daemon found (Settings.Bwrap resolved)
 	CancelGrace     time.Duration // SIGTERM→SIGKILL (CTX_CANCEL_GRACE)
 	ApprovalTimeout time.Duration // CTX_APPROVAL_TIMEOUT
 	// SessionIdle: a session actor with nothing to do for this long stops
 	// and frees its files and memory; the next request re-creates it from
-	// its log (CTX_SESSION_IDLE, default 5m, 0 never; issue 15 item 1).
+	// its log (CTX_SESSION_IDLE, default 5m, 0 never).
 	SessionIdle time.Duration
 	Log         *slog.Logger
 	// Procs counts live sandboxes so shutdown can wait for their grace period.
 	Procs *sync.WaitGroup
 	// Running counts runs whose done is not yet committed, so a shutdown
-	// can wait for the runs it cancelled to conclude (issue 16 item 11).
-	Running *atomic.Int64
+	// waits (Running.Idle) for the runs it cancelled to conclude.
+	Running *RunCount
 	// passivated counts sessions passivated since the daemon last gave
 	// freed memory back to the system (Passivated, TakePassivated).
 	passivated atomic.Int64
 	// Roots is the launch-root registry every bwrap start registers with (U2).
 	Roots *launchroot.Registry
 	// Updates maps each active run to the session that asks its person
-	// to approve a control-socket update (ask mode, A2). Never nil after
-	// FromEnv.
+	// to approve a control-socket update (ask mode, A2). Never nil after New.
 	Updates *ctlsock.Approvers
-	// Cgroups gives each run its cgroup (issue 11 "Limits per run"); nil
+	// Cgroups gives each run its cgroup (README "Limits per run"); nil
 	// only in tests that start no daemon.
 	Cgroups *cgroup.Manager
 	// Placeholders holds the placeholders of absent protected names in
-	// workspaces, shared by every sandbox of the daemon (issue 11).
+	// workspaces, shared by every sandbox of the daemon. Never nil after New.
 	Placeholders *workspace.Registry
-	// MCP runs the MCP servers of every session (issue 13); built by the
-	// daemon once Bwrap is known. MCPIdle and MCPTimeout are its tunables
-	// (CTX_MCP_IDLE, default 5m; CTX_MCP_TIMEOUT, default 60s).
+	// MCP runs the MCP servers of every session. MCPIdle and MCPTimeout
+	// are its tunables (CTX_MCP_IDLE, default 5m; CTX_MCP_TIMEOUT, default 60s).
 	MCP        *mcphost.Manager
 	MCPIdle    time.Duration
 	MCPTimeout time.Duration
 	// ACPTimeout bounds an acp-v1 agent's answers to initialize and
-	// session/new (CTX_ACP_TIMEOUT, default 60s; issue 14).
+	// session/new (CTX_ACP_TIMEOUT, default 60s).
 	ACPTimeout time.Duration
 	// ACPIdle ends an acp-v1 prompt during which the agent sent no
 	// session/update and had no request of its own in flight for this long
@@ -77,55 +81,61 @@ type Config struct {
 
 	// warm is closed when the daemon's start-up work that may wait (binary
 	// and toolset installs) is done; nil means nothing to wait for.
-	warm chan struct{}
+	warm <-chan struct{}
 }
 
-// FromEnv reads the daemon's tunables (interfaces.md "Daemon").
-func FromEnv(l layout.Layout, log *slog.Logger) (*Config, error) {
-	c := &Config{Layout: l, Bwrap: os.Getenv("CTX_BWRAP"), CancelGrace: 2 * time.Second,
-		ApprovalTimeout: 60 * time.Second, SessionIdle: 5 * time.Minute, Log: log, Procs: &sync.WaitGroup{}, Running: &atomic.Int64{},
-		Placeholders: workspace.NewRegistry(), Updates: &ctlsock.Approvers{}, MCPIdle: mcphost.DefaultIdle, MCPTimeout: mcphost.DefaultTimeout, ACPTimeout: 60 * time.Second, ACPIdle: 5 * time.Minute}
-	for name, dst := range map[string]*time.Duration{"CTX_CANCEL_GRACE": &c.CancelGrace, "CTX_APPROVAL_TIMEOUT": &c.ApprovalTimeout, "CTX_SESSION_IDLE": &c.SessionIdle,
-		"CTX_MCP_IDLE": &c.MCPIdle, "CTX_MCP_TIMEOUT": &c.MCPTimeout, "CTX_ACP_TIMEOUT": &c.ACPTimeout, "CTX_ACP_IDLE": &c.ACPIdle} {
-		if v := os.Getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				return nil, &BadTunable{Name: name, Value: v}
-			}
-			*dst = d
-		}
+// Services are what the daemon builds, in order, before its actors start.
+// A nil counter or registry is made fresh by New.
+type Services struct {
+	Log          *slog.Logger
+	Procs        *sync.WaitGroup
+	Running      *RunCount
+	Roots        *launchroot.Registry
+	Updates      *ctlsock.Approvers
+	Cgroups      *cgroup.Manager
+	Placeholders *workspace.Registry
+	MCP          *mcphost.Manager
+	Disk         *diskreserve.Watcher
+	Fault        func(point string)
+	// Warm is closed when the start-up installs are done (Config.Warmed);
+	// nil: nothing to wait for.
+	Warm <-chan struct{}
+}
+
+// New returns the Config of settings s and services sv: complete, and
+// never written after.
+func New(s Settings, sv Services) *Config {
+	c := &Config{Layout: s.Layout, Bwrap: s.Bwrap, CancelGrace: s.CancelGrace, ApprovalTimeout: s.ApprovalTimeout,
+		SessionIdle: s.SessionIdle, MCPIdle: s.MCPIdle, MCPTimeout: s.MCPTimeout, ACPTimeout: s.ACPTimeout,
+		ACPIdle: s.ACPIdle, DiskReserve: s.DiskReserve,
+		Log: sv.Log, Procs: sv.Procs, Running: sv.Running, Roots: sv.Roots, Updates: sv.Updates, Cgroups: sv.Cgroups,
+		Placeholders: sv.Placeholders, MCP: sv.MCP, Disk: sv.Disk, Fault: sv.Fault, warm: sv.Warm}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
 	}
-	c.DiskReserve = -1
-	if v := os.Getenv("CTX_DISK_RESERVE"); v != "" {
-		n, err := diskreserve.ParseReserve(v)
-		if err != nil {
-			return nil, &BadTunable{Name: "CTX_DISK_RESERVE", Value: v, Want: err.Error()}
-		}
-		c.DiskReserve = n
+	if c.Procs == nil {
+		c.Procs = &sync.WaitGroup{}
 	}
-	return c, nil
-}
-
-// StartMCP builds the MCP server manager once Bwrap is final (the daemon).
-func (c *Config) StartMCP() {
-	c.MCP = mcphost.New(mcphost.Options{Layout: c.Layout, Bwrap: c.Bwrap, Version: Version, Idle: c.MCPIdle,
-		Timeout: c.MCPTimeout, Grace: c.CancelGrace, Log: c.Log.With("component", "mcp"), Cgroups: c.Cgroups})
-}
-
-// BadTunable reports an unparsable tunable.
-type BadTunable struct {
-	Name, Value string
-	Want        string // what is wanted; "": a Go duration
-}
-
-func (e *BadTunable) Error() string {
-	if e.Want != "" {
-		return e.Name + "=" + e.Value + ": " + e.Want
+	if c.Running == nil {
+		c.Running = &RunCount{}
 	}
-	return e.Name + "=" + e.Value + ": want a Go duration such as 2s"
+	if c.Updates == nil {
+		c.Updates = &ctlsock.Approvers{}
+	}
+	if c.Placeholders == nil {
+		c.Placeholders = workspace.NewRegistry()
+	}
+	return c
 }
 
-// Passivated notes that a session actor was passivated (issue 15 item 1).
+// MCPOptions are the MCP server manager's options for these settings,
+// with the cgroups its servers are placed in (README "Limits").
+func (s Settings) MCPOptions(log *slog.Logger, cg *cgroup.Manager) mcphost.Options {
+	return mcphost.Options{Layout: s.Layout, Bwrap: s.Bwrap, Version: Version, Idle: s.MCPIdle,
+		Timeout: s.MCPTimeout, Grace: s.CancelGrace, Log: log.With("component", "mcp"), Cgroups: cg}
+}
+
+// Passivated notes that a session actor was passivated (CTX_SESSION_IDLE).
 func (c *Config) Passivated() { c.passivated.Add(1) }
 
 // TakePassivated returns the passivations noted since it last returned
@@ -147,17 +157,10 @@ func (c *Config) Hit(point string) {
 
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// StartWarmup marks the daemon's deferred start-up work as begun; the
-// returned function marks it done. Requests that may start a sandbox wait
-// for it (Warmed); ping does not. issue 15 item 4
-func (c *Config) StartWarmup() (done func()) {
-	c.warm = make(chan struct{})
-	var once sync.Once
-	return func() { once.Do(func() { close(c.warm) }) }
-}
-
-// Warmed is closed once the deferred start-up work is done (at once when
-// there was none).
+// Warmed is closed once the daemon's deferred start-up work (binary and
+// toolset installs) is done, at once when there was none. Requests that
+// may start a sandbox wait for it; ping does not: the sockets answer
+// before the installs end.
 func (c *Config) Warmed() <-chan struct{} {
 	if c.warm == nil {
 		return closed

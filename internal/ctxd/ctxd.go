@@ -1,7 +1,7 @@
 // Package ctxd holds the commands of the ctxd binary: the daemon itself and
 // the doctor that needs the daemon's own probes (D-Bus, cgroups). `ctx
 // daemon` and `ctx doctor` exec ctxd, so the ctx client links none of the
-// actor runtime, metrics or D-Bus (issue 15 item 4).
+// actor runtime, metrics or D-Bus.
 package ctxd
 
 import (
@@ -60,7 +60,7 @@ func CodeOf(err error) int {
 // system socket.
 func Daemon(ctx context.Context, l layout.Layout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	// issue 11 item 1: nothing the daemon inherited (a client's terminal or
+	// Nothing the daemon inherited (a client's terminal or
 	// files, handed on by auto-start or a shell) reaches a sandbox; only
 	// systemd's socket-activation descriptors are kept (NOTIFY_SOCKET is a
 	// path, not a descriptor).
@@ -71,14 +71,14 @@ func Daemon(ctx context.Context, l layout.Layout, stderr io.Writer) error {
 	if len(closed) > 0 {
 		log.Info("closed inherited descriptors", "fds", closed)
 	}
-	cfg, err := config.FromEnv(l, log)
+	settings, err := config.FromEnv(l)
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
-	cfg.Fault = faultHook()
 	// The reaper is this very binary (the daemon is always ctxd: `ctx
 	// daemon` execs it), read through /proc/self/exe at its start.
-	d := &supervisor.Daemon{Cfg: cfg, BinDir: selfDir(), Reaper: []string{"/proc/self/exe", reaper.Command}, ReaperLog: os.Stderr}
+	d := &supervisor.Daemon{Settings: settings, Log: log, Fault: faultHook(), BinDir: selfDir(),
+		Reaper: []string{"/proc/self/exe", reaper.Command}, ReaperLog: os.Stderr}
 	if ls, err := activation.Listeners(); err == nil {
 		for _, l := range ls {
 			if ul, ok := l.(*net.UnixListener); ok {

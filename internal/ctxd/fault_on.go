@@ -19,7 +19,7 @@ import (
 //     CTX_FAULT=run.tool_call;
 //   - CTX_FAULT_DIR is a directory where a file named after a point arms
 //     it once: the hook that finds the file removes it and panics (the
-//     chaos test arms actors this way while a daemon runs; issue 15 item 5).
+//     chaos test arms actors this way while a daemon runs).
 //
 // Points: run.start, run.tool_call, session.request, agent.incoming.
 //

@@ -18,12 +18,11 @@ import (
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
-// MCPTools is `ctx mcp tools NAME [--agent A]` (issue 13): the server
-// started once in a sandbox (the agent's view with agent, else a bare
-// one) with the caller's cwd as its workspace, its tools listed, the
-// server stopped. It runs here, not in ctx,
-// because it starts a sandbox (issue 15 item 4: the client links none of
-// that).
+// MCPTools is `ctx mcp tools NAME [--agent A]`: the server started once
+// in a sandbox (the agent's view with agent, else a bare one) with the
+// caller's cwd as its workspace, its tools listed, the server stopped. It
+// runs here, not in ctx, because it starts a sandbox (the client links
+// none of that).
 func MCPTools(ctx context.Context, l layout.Layout, name, agent string, stdout, stderr io.Writer) error {
 	user, err := mcpconf.Load(filepath.Join(l.UserHome(), mcpconf.FileName))
 	if err != nil {
