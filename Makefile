@@ -27,8 +27,11 @@ install: build
 	bin/ctx completion zsh  > $(DESTDIR)$(ZSHDIR)/_ctx
 	bin/ctx completion fish > $(DESTDIR)$(FISHDIR)/ctx.fish
 
+# staticcheck is a tool dependency in go.mod (go tool staticcheck): the
+# version is pinned and needs nothing installed.
 vet:
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
 # Every test, with the race detector (needs cgo for -race). scripts/deps.sh

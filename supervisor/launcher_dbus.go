@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
@@ -16,7 +15,6 @@ import (
 // with go-systemd (StartTransientUnit, GetUnitProperties, StopUnit) — the
 // equivalent of `systemd-run --user` without a helper process.
 type DBusManager struct {
-	mu   sync.Mutex
 	conn *sddbus.Conn
 }
 

@@ -131,7 +131,6 @@ func TestBuiltinLauncherWaitCancel(t *testing.T) {
 // fakeManager is a UnitManager running the unit's argv as a child.
 type fakeManager struct {
 	mu      sync.Mutex
-	started map[string][]string
 	props   []string
 	b       *BuiltinLauncher
 	recs    map[string]terminal.Receipt

@@ -41,11 +41,11 @@ func TestMCPListing(t *testing.T) {
 	if !strings.Contains(out.String(), want) {
 		t.Fatalf("context %q, want %q", out, want)
 	}
-	sh, _, errb, fe := shell(t, m)
+	sh, _, errb, _ = shell(t, m)
 	if code := sh.Run([]string{"load", "srv.secret"}); code != ExitNotAllowed || !strings.Contains(errb.String(), "deny tool srv.secret") {
 		t.Fatalf("load of a denied tool: %d %q", code, errb)
 	}
-	sh, _, errb, fe = shell(t, m)
+	sh, _, errb, fe := shell(t, m)
 	if code := sh.Run([]string{"call", "srv.hello", "name=x"}); code != ExitNotAllowed || fe.path != "" || !strings.Contains(errb.String(), "is an MCP tool") {
 		t.Fatalf("call: %d %q", code, errb)
 	}
