@@ -149,3 +149,58 @@ func TestArchitectureListsEveryPackage(t *testing.T) {
 		t.Errorf("the README's Architecture table lists %s, which is not a directory under internal/", n)
 	}
 }
+
+// TestScanCountsNoFixture: only a Test or Fuzz function holding a tag is a
+// proof; this package's own parser cases, a helper, a benchmark, an
+// example and testdata are not.
+func TestScanCountsNoFixture(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, body string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("internal/specmap/specmap_test.go", "package specmap\n\n// spec: X1\nfunc TestIDs(t *testing.T) { _ = \"// spec: X1\" }\n")
+	write("internal/specmap/specmap.go", "package specmap\n\n// spec: X1\n")
+	write("a/a.go", "package a\n\n// spec: X1\nfunc f() {}\n")
+	write("a/testdata/x_test.go", "package a\n\n// spec: X1\nfunc TestData(t *testing.T) {}\n")
+	write("a/a_test.go", `package a
+
+// spec: X1
+var seeds = []string{"a"}
+
+// spec: X1
+func helper() {}
+
+// spec: X1
+func BenchmarkF(b *testing.B) {}
+
+// spec: X1
+func ExampleF() {}
+
+// TestF proves it. spec: X1
+func TestF(t *testing.T) {}
+
+func FuzzF(f *testing.F) {
+	f.Add("x") // spec: X1
+}
+`)
+	m, err := Scan(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := m["X1"]
+	if w == nil {
+		t.Fatal("X1 not found")
+	}
+	if !slices.Equal(w.Code, []string{"a/a.go"}) {
+		t.Errorf("code %v, want [a/a.go]", w.Code)
+	}
+	if !slices.Equal(w.Tests, []string{"FuzzF", "TestF"}) {
+		t.Errorf("tests %v, want [FuzzF TestF]", w.Tests)
+	}
+}
