@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cortexfs/ctx/internal/exitcode"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/policy"
 	"github.com/cortexfs/ctx/internal/toolpath"
@@ -18,11 +19,11 @@ import (
 
 // Exit statuses of tsh itself (a successful `tsh call` exits with the tool's).
 const (
-	ExitOK         = 0
-	ExitError      = 1 // an operation failed (e.g. unpin of a tool not loaded)
-	ExitUsage      = 2 // usage or configuration error (invalid .tshrc)
-	ExitNotAllowed = toolpath.ExitNotAllowed
-	ExitNotFound   = toolpath.ExitNotFound
+	ExitOK         = exitcode.OK
+	ExitError      = exitcode.RunError // an operation failed (e.g. unpin of a tool not loaded)
+	ExitUsage      = exitcode.Usage    // usage or configuration error (invalid .tshrc)
+	ExitNotAllowed = exitcode.NotAllowed
+	ExitNotFound   = exitcode.NotFound
 )
 
 // Execer runs a checked tool. Replace (non-interactive `call`) replaces the

@@ -11,35 +11,25 @@ import (
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/client"
+	"github.com/cortexfs/ctx/internal/exitcode"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/ipc"
 )
 
-// Exit codes (interfaces.md).
+// Exit codes: the one table (internal/exitcode, interfaces.md).
 const (
-	ExitOK          = 0
-	ExitRunError    = 1
-	ExitUsage       = 2
-	ExitUnavailable = 3
-	ExitCancelled   = 130
+	ExitOK          = exitcode.OK
+	ExitRunError    = exitcode.RunError
+	ExitUsage       = exitcode.Usage
+	ExitUnavailable = exitcode.Unavailable
+	ExitCancelled   = exitcode.Cancelled
 )
 
 // ExitError carries the process exit code.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("exit %d", e.Code)
-	}
-	return e.Err.Error()
-}
-func (e *ExitError) Unwrap() error { return e.Err }
+type ExitError = exitcode.Error
 
 // Exit wraps err with a code.
-func Exit(code int, err error) error { return &ExitError{Code: code, Err: err} }
+func Exit(code int, err error) error { return exitcode.With(code, err) }
 
 // Env is what every command gets (bound with kong.Bind).
 type Env struct {

@@ -19,27 +19,22 @@ import (
 
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/doctor"
+	"github.com/cortexfs/ctx/internal/exitcode"
 	"github.com/cortexfs/ctx/internal/fdhygiene"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/reaper"
 	"github.com/cortexfs/ctx/supervisor"
 )
 
-// Exit codes, the same as ctx's (interfaces.md "CLI").
+// Exit codes, the same as ctx's: the one table (internal/exitcode).
 const (
-	ExitOK       = 0
-	ExitRunError = 1
-	ExitUsage    = 2
+	ExitOK       = exitcode.OK
+	ExitRunError = exitcode.RunError
+	ExitUsage    = exitcode.Usage
 )
 
 // ExitError carries an exit code.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
+type ExitError = exitcode.Error
 
 // CodeOf maps an error to ctxd's exit status.
 func CodeOf(err error) int {

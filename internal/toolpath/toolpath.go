@@ -30,6 +30,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cortexfs/ctx/internal/exitcode"
 	"github.com/cortexfs/ctx/internal/layout"
 )
 
@@ -45,8 +46,8 @@ const (
 
 // Exit codes pinned by interfaces.md "Tools and tsh".
 const (
-	ExitNotFound   = 127 // no such tool on CTX_PATH
-	ExitNotAllowed = 126 // found but not allowed or not executable
+	ExitNotFound   = exitcode.NotFound   // no such tool on CTX_PATH
+	ExitNotAllowed = exitcode.NotAllowed // found but not allowed or not executable
 )
 
 // stNoExec is ST_NOEXEC in statfs(2) f_flags (equal to MS_NOEXEC on Linux).
