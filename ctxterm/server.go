@@ -255,7 +255,8 @@ func (s *Server) Serve(ctx context.Context) (int, error) {
 // hangup ends the program: the PTY is hung up (closing the master sends
 // SIGHUP to the foreground job), its process group gets SIGHUP, then SIGKILL
 // if it has not exited within HangupGrace. Interactive shells ignore SIGTERM,
-// hence SIGHUP.
+// hence SIGHUP — not killtree.TermGroup's SIGTERM; and the wait is on the
+// program this server reaps itself, not a poll of the group.
 func (s *Server) hangup(waitDone <-chan struct{}) {
 	pid := s.cmd.Process.Pid
 	s.log.Info("hanging up")

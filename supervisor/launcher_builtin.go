@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/actors/terminal"
+	"github.com/cortexfs/ctx/internal/killtree"
 	"github.com/cortexfs/ctx/internal/launchroot"
-	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/procstat"
 )
 
@@ -216,10 +216,8 @@ func (b *BuiltinLauncher) Stop(ctx context.Context, r terminal.Receipt, grace ti
 		defer cancel()
 		if err := waitPID(wctx, r); errors.Is(err, context.DeadlineExceeded) {
 			b.log.Warn("terminal ignored the hang-up; killing it", "pid", r.PID)
-			for _, pid := range proc.Descendants(r.PID) {
-				_ = unix.Kill(pid, unix.SIGKILL)
-			}
-			_ = signalPinned(r, unix.SIGKILL)
+			killtree.Signal(r.PID, unix.SIGKILL)
+			_ = signalPinned(r, unix.SIGKILL) // the terminal itself through its pidfd: its pid may be reused
 		}
 	}()
 	return nil
@@ -241,8 +239,5 @@ func (b *BuiltinLauncher) Close(ctx context.Context) error {
 
 // killTree SIGKILLs pid and everything below it.
 func killTree(pid int) {
-	for _, p := range proc.Descendants(pid) {
-		_ = unix.Kill(p, unix.SIGKILL)
-	}
-	_ = unix.Kill(pid, unix.SIGKILL)
+	killtree.Kill(pid)
 }

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/cortexfs/ctx/actors/terminal"
+	"github.com/cortexfs/ctx/internal/killtree"
 	"github.com/cortexfs/ctx/internal/launchroot"
-	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/procstat"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -298,7 +298,7 @@ func unixGetsid(pid int) (int, error) {
 // runsSleep says whether pid or a descendant has exec'd sleep (the sleeper
 // got past its hold).
 func runsSleep(pid int) bool {
-	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
+	for _, p := range append([]int{pid}, killtree.Descendants(pid)...) {
 		if st, err := procstat.Read(p); err == nil && st.Comm == "sleep" {
 			return true
 		}

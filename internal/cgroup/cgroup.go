@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cortexfs/ctx/internal/killtree"
 	"github.com/cortexfs/ctx/internal/limits"
-	"github.com/cortexfs/ctx/internal/proc"
 )
 
 // Mode is how runs are confined.
@@ -187,7 +187,7 @@ func (g *Group) Place(pid int) error {
 	}
 	// bwrap may already have cloned its PID 1 (held on --block-fd, not yet
 	// running anything): it joins too. Anything it clones later inherits.
-	for _, d := range proc.Descendants(pid) {
+	for _, d := range killtree.Descendants(pid) {
 		if err := g.m.b.place(g.name, g.lim, d); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("cgroup %s (%s): pid %d: %w", g.name, g.m.b.mode(), d, err)
 		}

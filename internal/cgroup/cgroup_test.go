@@ -18,6 +18,7 @@ import (
 	godbus "github.com/godbus/dbus/v5"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/killtree"
 	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/proc"
 )
@@ -291,7 +292,7 @@ func TestPlaceHoldsTheWholeSandbox(t *testing.T) {
 		t.Fatal("no output")
 	}
 	time.Sleep(50 * time.Millisecond)
-	all := append([]int{p.Pid()}, proc.Descendants(p.Pid())...)
+	all := append([]int{p.Pid()}, killtree.Descendants(p.Pid())...)
 	if len(all) < 4 {
 		t.Fatalf("sandbox processes %v", all)
 	}

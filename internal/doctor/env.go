@@ -14,6 +14,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/cgroup"
+	"github.com/cortexfs/ctx/internal/killtree"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -103,7 +104,7 @@ func runProbe(ctx context.Context, bw string, args []string) (string, int, error
 	cmd.Stderr = &stderr
 	cmd.Env = []string{} // the probe needs nothing of ours
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error { killtree.Kill(cmd.Process.Pid); return nil }
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	var ee *exec.ExitError

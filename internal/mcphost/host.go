@@ -41,6 +41,7 @@ import (
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/egress"
+	"github.com/cortexfs/ctx/internal/killtree"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/mcpconf"
@@ -651,7 +652,7 @@ func exited(p *proc.Proc) <-chan struct{} {
 	go func() {
 		// Done closes only after Wait; poll the process state instead.
 		for i := 0; i < 20; i++ {
-			if len(proc.Descendants(p.Pid())) == 0 {
+			if len(killtree.Descendants(p.Pid())) == 0 {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/egress"
+	"github.com/cortexfs/ctx/internal/killtree"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/seccomp"
 )
@@ -257,11 +257,7 @@ func childPid(r *os.File, timeout time.Duration) (int, error) {
 // has already cloned (which would otherwise run once the pipe reads EOF),
 // then reaps bwrap.
 func killHeld(cmd *exec.Cmd) {
-	for _, pid := range Descendants(cmd.Process.Pid) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	_ = cmd.Process.Kill()
+	killtree.Kill(cmd.Process.Pid)
 	_ = cmd.Wait()
 }
 
@@ -397,10 +393,7 @@ func (p *Proc) Kill() {
 		return // reaped: its pid (and pgid) may already belong to someone else
 	default:
 	}
-	for _, pid := range Descendants(p.Pid()) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+	killtree.Kill(p.Pid()) // spec: X12
 }
 
 // Terminate sends SIGTERM to every process inside the sandbox (the agent's
@@ -413,9 +406,7 @@ func (p *Proc) Terminate(ctx context.Context, grace time.Duration) {
 		return
 	default:
 	}
-	for _, pid := range Descendants(p.Pid()) {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-	}
+	killtree.Signal(p.Pid(), syscall.SIGTERM) // spec: X12
 	go func() {
 		t := time.NewTimer(grace)
 		defer t.Stop()
@@ -427,34 +418,6 @@ func (p *Proc) Terminate(ctx context.Context, grace time.Duration) {
 			p.Kill()
 		}
 	}()
-}
-
-// Descendants lists the pids below pid (children first), read from
-// /proc/<pid>/task/<tid>/children.
-func Descendants(pid int) []int {
-	var out []int
-	seen := map[int]bool{pid: true}
-	queue := []int{pid}
-	for len(queue) > 0 && len(out) < 4096 {
-		cur := queue[0]
-		queue = queue[1:]
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(cur) + "/task")
-		for _, t := range tasks {
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(cur) + "/task/" + t.Name() + "/children")
-			if err != nil {
-				continue
-			}
-			for _, f := range strings.Fields(string(b)) {
-				c, err := strconv.Atoi(f)
-				if err == nil && !seen[c] {
-					seen[c] = true
-					out = append(out, c)
-					queue = append(queue, c)
-				}
-			}
-		}
-	}
-	return out
 }
 
 // Tail keeps the last Max bytes written to it.

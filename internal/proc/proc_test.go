@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/killtree"
 )
 
 func TestMain(m *testing.M) {
@@ -69,7 +70,7 @@ func TestTerminateKillsTrappingSandbox(t *testing.T) {
 	waited := make(chan error, 1)
 	go func() { io.Copy(io.Discard, p.Stdout); waited <- p.Wait() }()
 	time.Sleep(100 * time.Millisecond)
-	before := Descendants(p.Pid())
+	before := killtree.Descendants(p.Pid())
 	if len(before) < 3 {
 		t.Fatalf("descendants %v", before)
 	}

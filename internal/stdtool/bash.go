@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cortexfs/ctx/internal/killtree"
 )
 
 func init() {
@@ -154,7 +154,7 @@ func runShell(ctx context.Context, line string, timeout time.Duration) *shellRun
 		r.timedOut = true
 	}
 	pgid := cmd.Process.Pid
-	if !r.cancelled && !r.timedOut && groupAlive(pgid) {
+	if !r.cancelled && !r.timedOut && killtree.GroupAlive(pgid) {
 		r.leftovers = true
 	}
 	// Nothing of the group outlives the call: end what is left, and wait
@@ -167,66 +167,19 @@ func runShell(ctx context.Context, line string, timeout time.Duration) *shellRun
 	return r
 }
 
-// groupAlive reports whether the process group pgid has a process left
-// that is not a zombie (a zombie is its reaper's to collect; it runs
-// nothing).
-func groupAlive(pgid int) bool {
-	if syscall.Kill(-pgid, 0) != nil {
-		return false
-	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return true // no /proc to tell zombies: trust kill
-	}
-	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone
-		}
-		// "pid (comm) S ppid pgrp …"; comm may hold spaces and parentheses
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if pg, err := strconv.Atoi(f[2]); err == nil && pg == pgid {
-			return true
-		}
-	}
-	return false
-}
-
-// killGroup sends SIGTERM to the group pgid, then SIGKILL after bashGrace
+// killGroup ends the group pgid: SIGTERM, then SIGKILL after bashGrace
 // when some of it is still there.
-func killGroup(pgid int) {
-	if syscall.Kill(-pgid, syscall.SIGTERM) != nil {
-		return // no such group: nothing left
-	}
-	deadline := time.Now().Add(bashGrace)
-	for time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-		if !groupAlive(pgid) {
-			return
-		}
-	}
-	syscall.Kill(-pgid, syscall.SIGKILL)
-}
+func killGroup(pgid int) { killtree.TermGroup(pgid, bashGrace) }
 
 // killGroupWait is killGroup, returning when the group is gone (or a short
 // while after SIGKILL: a zombie is its reaper's to collect).
 func killGroupWait(pgid int) {
-	if !groupAlive(pgid) {
+	if !killtree.GroupAlive(pgid) {
 		return
 	}
 	killGroup(pgid)
 	for range 50 {
-		if !groupAlive(pgid) {
+		if !killtree.GroupAlive(pgid) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
