@@ -46,23 +46,29 @@ const (
 	StatusCancelled = "cancelled"
 )
 
-// Code maps an error class to its wire code (STYLE habit 11: one function).
+// Code maps an error to its wire code (STYLE habit 11: one function).
+// The machine running out of a resource wins (nothing is wrong with the
+// request, and a later one may succeed); then a code the error carries
+// (WithCode, Errorf, a typed error's WireCode), so the code chosen where
+// the error arose is the one sent; then the classes.
 func Code(err error) string {
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
+	}
+	if Exhausted(err) {
+		return CodeResourceExhausted
+	}
+	var c interface{ WireCode() string }
+	if errors.As(err, &c) {
+		return c.WireCode()
+	}
+	switch {
 	case errors.Is(err, ErrTooLarge):
 		return CodeTooLarge
 	case errors.Is(err, layout.ErrBadName):
 		return CodeBadName
 	case errors.Is(err, ErrBadRequest):
 		return CodeBadRequest
-	case Exhausted(err):
-		return CodeResourceExhausted
-	}
-	var c interface{ WireCode() string }
-	if errors.As(err, &c) {
-		return c.WireCode()
 	}
 	return CodeInternal
 }

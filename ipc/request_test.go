@@ -2,8 +2,10 @@ package ipc
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cortexfs/ctx/internal/layout"
@@ -245,6 +247,11 @@ func TestCode(t *testing.T) {
 		{WithCode(CodeDenied, errors.New("no")), CodeDenied},
 		{wrap(WithCode(CodeIDConflict, errors.New("reused"))), CodeIDConflict},
 		{wrap(wrap(ErrBadRequest)), CodeBadRequest},
+		// the code chosen where the error arose wins over a class it wraps
+		{WithCode(CodeAgentFailed, layout.ErrBadName), CodeAgentFailed},
+		{Errorf(CodeNotFound, "no active run %s", "r1"), CodeNotFound},
+		// a machine out of a resource wins over any code
+		{WithCode(CodeAgentFailed, fmt.Errorf("start: %w", syscall.EMFILE)), CodeResourceExhausted},
 	}
 	for _, tc := range cases {
 		if got := Code(tc.err); got != tc.want {

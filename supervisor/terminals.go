@@ -142,7 +142,7 @@ func parseTerminalRequest(line []byte) (req *TerminalRequest, ok bool, err error
 // serveTerminal answers one terminal op through the actors.
 func serveTerminal(sys *actor.ActorSystem, root *actor.PID, l layout.Layout, launcher string, req *TerminalRequest) *TerminalReply {
 	fail := func(code string, err error) *TerminalReply {
-		return &TerminalReply{Type: ipc.TypeError, Code: code, Message: err.Error(), Launcher: launcher}
+		return &TerminalReply{Type: ipc.TypeError, Code: ipc.Code(ipc.WithCode(code, err)), Message: err.Error(), Launcher: launcher}
 	}
 	if req.Op == OpTerminalStart {
 		if _, err := agentdef.Load(l, req.Agent); err != nil {

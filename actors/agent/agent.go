@@ -311,7 +311,7 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 			conn.SendFrame(&ipc.Frame{Type: ipc.TypePong, Version: config.Version})
 		case ipc.OpApprove:
 			// Carries the run: a late answer (after a timeout) does not end the client's view of its run.
-			conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Run: req.Run, Code: ipc.CodeBadRequest, Message: "no approval is pending on this connection"})
+			conn.SendFrame(ipc.ErrorFrame(req.Run, ipc.Errorf(ipc.CodeBadRequest, "no approval is pending on this connection")))
 		default:
 			root.Send(self, &incoming{conn: conn, req: req})
 		}
@@ -351,7 +351,7 @@ func (a *Actor) onIncoming(c actor.Context, m *incoming) {
 			pc.waiting++
 		}
 		if pc.waiting == 0 {
-			m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeNotFound, Message: "no active run " + m.req.ID})
+			m.conn.SendFrame(ipc.ErrorFrame("", ipc.Errorf(ipc.CodeNotFound, "no active run %s", m.req.ID)))
 			return
 		}
 		a.cancels[a.token] = pc
@@ -361,7 +361,9 @@ func (a *Actor) onIncoming(c actor.Context, m *incoming) {
 	if _, live := a.sessions[key]; !live && m.req.Op == ipc.OpRemove {
 		// issue 18 item 1: removing a session that does not exist creates nothing.
 		if _, err := os.Lstat(a.cfg.Layout.SessionDir(a.name, key.Scope, key.Name)); errors.Is(err, os.ErrNotExist) {
-			m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Session: key.Name, Code: ipc.CodeNotFound, Message: "no such session " + key.Name + " (" + key.Scope + ")"})
+			f := ipc.ErrorFrame("", ipc.Errorf(ipc.CodeNotFound, "no such session %s (%s)", key.Name, key.Scope))
+			f.Session = key.Name
+			m.conn.SendFrame(f)
 			return
 		}
 	}
@@ -389,7 +391,7 @@ func (a *Actor) onCancelChecked(m *session.CancelChecked) {
 	}
 	delete(a.cancels, m.Token)
 	if !pc.found {
-		pc.conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeNotFound, Message: "no active run " + pc.id})
+		pc.conn.SendFrame(ipc.ErrorFrame("", ipc.Errorf(ipc.CodeNotFound, "no active run %s", pc.id)))
 	}
 }
 

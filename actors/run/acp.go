@@ -265,7 +265,7 @@ func isSystemPath(p string) bool {
 func (a *Actor) onACPStarted(c actor.Context, m *acpStarted) {
 	a.startPending = false
 	if m.err != nil {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: exhaustedOr(m.err, m.code), Message: m.err.Error()}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(m.code, m.err)), ipc.StatusError)
 		a.maybeStop(c)
 		return
 	}
@@ -314,8 +314,8 @@ func (a *Actor) countCall(c actor.Context) bool {
 	a.calls++
 	if a.calls > a.callBound() { // spec: X6 (8 by default; .d/limits calls)
 		a.cancelACPSession()
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d tool calls", a.callBound())}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
+			"run reached %d tool calls", a.callBound())), ipc.StatusError)
 		a.endACP()
 		return false
 	}
@@ -421,8 +421,8 @@ func (a *Actor) onACPFlood(c actor.Context) {
 		return
 	}
 	a.cancelACPSession()
-	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-		Message: fmt.Sprintf("the ACP agent sent more than %d session updates in one run", acpclient.MaxUpdates)}, ipc.StatusError)
+	a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
+		"the ACP agent sent more than %d session updates in one run", acpclient.MaxUpdates)), ipc.StatusError)
 	a.endACP()
 }
 
@@ -441,14 +441,14 @@ func (a *Actor) onACPEnded(c actor.Context, m *acpEnded) {
 		if errors.Is(m.err, errIdle) {
 			a.cancelACPSession() // session/cancel, then the usual ending
 		}
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: code, Message: m.err.Error() + stderrTail(m.stderr)}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(code, "%v%s", m.err, stderrTail(m.stderr))), ipc.StatusError)
 		a.endACP()
 		return
 	}
 	switch m.stop {
 	case acp.StopReasonEndTurn:
 	case acp.StopReasonRefusal:
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeDenied, Message: "the ACP agent refused the prompt (stop reason refusal)"}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeDenied, "the ACP agent refused the prompt (stop reason refusal)")), ipc.StatusError)
 		return
 	case acp.StopReasonCancelled:
 		a.conclude(c, &ipc.Frame{Type: ipc.TypeCancelled}, ipc.StatusCancelled)
@@ -462,8 +462,8 @@ func (a *Actor) onACPEnded(c actor.Context, m *acpEnded) {
 func (a *Actor) onACPExited(c actor.Context, m *acpExited) {
 	a.reap()
 	if !a.phase.concluded() {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInvalidAgentOutput,
-			Message: fmt.Sprintf("the ACP agent exited with status %d before answering the prompt%s", m.code, stderrTail(m.stderr))}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeInvalidAgentOutput,
+			"the ACP agent exited with status %d before answering the prompt%s", m.code, stderrTail(m.stderr))), ipc.StatusError)
 	}
 	a.maybeStop(c)
 }

@@ -93,7 +93,7 @@ func loadDispatcher(l layout.Layout, log *slog.Logger) (*provider.Dispatcher, er
 // native tool (K1).
 func (a *Actor) startModel(c actor.Context, disp *provider.Dispatcher, err error) {
 	if err != nil {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeModelUnavailable, Message: err.Error()}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(ipc.CodeModelUnavailable, err)), ipc.StatusError)
 		return
 	}
 	a.model = &model{disp: disp}
@@ -135,8 +135,8 @@ func (a *Actor) modelTurn(c actor.Context) {
 		return
 	}
 	if m.turn >= a.turnBound() { // X6-style bound on model turns: calls+1
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d model turns", a.turnBound())}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
+			"run reached %d model turns", a.turnBound())), ipc.StatusError)
 		return
 	}
 	m.turn++
@@ -300,12 +300,12 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 		case errors.Is(e.err, provider.ErrModelUnavailable):
 			code = ipc.CodeModelUnavailable
 		}
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: code, Message: e.err.Error()}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(code, e.err)), ipc.StatusError)
 		return
 	}
 	// issue 16 item 6: how the reply ended is never dropped.
 	if m.end.Refused() {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: CodeRefused, Message: refusalMessage(m.end)}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(CodeRefused, "%s", refusalMessage(m.end))), ipc.StatusError)
 		return
 	}
 	if m.end.Truncated() {
@@ -315,9 +315,9 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 			for i, call := range m.calls {
 				names[i] = call.Name
 			}
-			a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: CodeTruncated, Message: fmt.Sprintf(
+			a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(CodeTruncated,
 				"the model's reply was cut at its output limit (stop reason %s) with %d tool call(s) (%s) in it; none was run — raise max_tokens in providers.json or ask for less",
-				m.end.StopReason, len(m.calls), strings.Join(names, ", "))}, ipc.StatusError)
+				m.end.StopReason, len(m.calls), strings.Join(names, ", "))), ipc.StatusError)
 			return
 		}
 		a.warn(c, []string{fmt.Sprintf("the reply was cut at the model's output limit (stop reason %s); the text is incomplete", m.end.StopReason)})
@@ -397,8 +397,8 @@ func (a *Actor) nextModelCall(c actor.Context) {
 	a.seenCalls[id] = true
 	a.calls++
 	if a.calls > a.callBound() { // spec: X6 — 8 tool calls per run by default, models included; .d/limits calls
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d tool calls", a.callBound())}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
+			"run reached %d tool calls", a.callBound())), ipc.StatusError)
 		return
 	}
 	if call.ArgsError != "" {

@@ -166,8 +166,8 @@ func (a *Actor) onStarted(c actor.Context) {
 	if a.spec.Attempts.Add(1) > 1 {
 		// spec: L4 — a restarted run never runs again; the host concludes it.
 		a.log.Warn("run actor restarted after a crash; concluding the run as interrupted")
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInterrupted,
-			Message: "the run was interrupted by an internal failure; send the request again with a new id"}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeInterrupted,
+			"the run was interrupted by an internal failure; send the request again with a new id")), ipc.StatusError)
 		return
 	}
 	a.cfg.Hit("run.start")
@@ -207,7 +207,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	}
 	if m.err != nil {
 		a.emit(c, &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest})
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: exhaustedOr(m.err, ipc.CodeAgentInvalid), Message: m.err.Error()}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(ipc.CodeAgentInvalid, m.err)), ipc.StatusError)
 		return
 	}
 	a.enter(phaseRunning)
@@ -278,8 +278,8 @@ func (a *Actor) startStep(c actor.Context) {
 		return
 	}
 	if a.starts >= MaxStarts { // spec: X6
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d agent process starts", MaxStarts)}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
+			"run reached %d agent process starts", MaxStarts)), ipc.StatusError)
 		return
 	}
 	// Everything that touches files or forks runs off the actor: the tool
@@ -388,7 +388,7 @@ func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 	}
 	a.startPending = false
 	if m.err != nil {
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: exhaustedOr(m.err, m.code), Message: m.err.Error()}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(m.code, m.err)), ipc.StatusError)
 		a.maybeStop(c)
 		return
 	}
@@ -522,7 +522,7 @@ func (a *Actor) invalidOutput(c actor.Context, why string) {
 	if a.p != nil {
 		a.p.Kill()
 	}
-	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeInvalidAgentOutput, Message: why}, ipc.StatusError)
+	a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeInvalidAgentOutput, "%s", why)), ipc.StatusError)
 }
 
 func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
@@ -538,7 +538,7 @@ func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
 	}
 	if serr := proc.SandboxFailure(m.code, a.stepBytes, m.stderr); serr != nil && a.call == nil {
 		// bwrap could not build the sandbox: fail closed and name the fix.
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeSandboxUnavailable, Message: serr.Error()}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(ipc.CodeSandboxUnavailable, serr)), ipc.StatusError)
 		return
 	}
 	if a.call == nil {
@@ -553,8 +553,8 @@ func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
 	a.seenCalls[call.ID] = true
 	a.calls++
 	if a.calls > MaxCalls { // spec: X6
-		a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeLimitExceeded,
-			Message: fmt.Sprintf("run reached %d tool calls", MaxCalls)}, ipc.StatusError)
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
+			"run reached %d tool calls", MaxCalls)), ipc.StatusError)
 		return
 	}
 	a.startTool(c, call)
@@ -883,7 +883,7 @@ func (a *Actor) onDiskLow(c actor.Context, m *diskLow) {
 		a.model.cancel()
 	}
 	a.endToolCall(c, envelope.StatusError, "stopped by the daemon's disk watcher (the run's error says why)")
-	a.conclude(c, &ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeResourceExhausted, Message: m.msg}, ipc.StatusError)
+	a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeResourceExhausted, "%s", m.msg)), ipc.StatusError)
 }
 
 func (a *Actor) closeGroup(grace time.Duration) {
@@ -908,14 +908,4 @@ func (a *Actor) killAll() {
 	if a.stop != nil {
 		a.stop()
 	}
-}
-
-// exhaustedOr is resource_exhausted when err is the machine running out
-// (EMFILE, ENFILE, ENOSPC, ENOMEM: issue 15 item 3 — not a broken
-// definition or sandbox), else code.
-func exhaustedOr(err error, code string) string {
-	if ipc.Exhausted(err) {
-		return ipc.CodeResourceExhausted
-	}
-	return code
 }

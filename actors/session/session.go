@@ -243,8 +243,7 @@ func (a *Actor) onCrash() {
 	if m.Req != nil {
 		id = m.Req.ID
 	}
-	m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Session: a.key.Name, ID: id, Code: ipc.CodeInternal,
-		Message: "the session failed while handling this request and restarted; send it again (the same id replays whatever was recorded)"})
+	a.reply(m.Conn, ipc.CodeInternal, id, "the session failed while handling this request and restarted; send it again (the same id replays whatever was recorded)")
 }
 
 func (a *Actor) onStarted(c actor.Context) {
@@ -402,8 +401,10 @@ func concludeInterrupted(l *store.Log, recs []store.Record, session string, log 
 			continue
 		}
 		log.Warn("concluding a run interrupted by a daemon crash", "run", r)
+		interrupted := ipc.ErrorFrame(r, ipc.Errorf(ipc.CodeInterrupted, "the daemon stopped while this run was active; it was not resumed"))
+		interrupted.Session = session
 		for _, f := range []ipc.Frame{
-			{Type: ipc.TypeError, Session: session, Run: r, Code: ipc.CodeInterrupted, Message: "the daemon stopped while this run was active; it was not resumed"},
+			*interrupted,
 			{Type: ipc.TypeDone, Session: session, Run: r, ID: id, Status: ipc.StatusError},
 		} {
 			rec, err := l.Append(f)
@@ -480,7 +481,7 @@ func (a *Actor) onRequest(c actor.Context, m *Request) {
 			a.open(c)
 			return
 		}
-		m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Session: a.key.Name, ID: m.Req.ID, Code: a.brokenCode(), Message: a.broken.Error()})
+		a.reply(m.Conn, a.brokenCode(), m.Req.ID, a.broken.Error())
 		return
 	}
 	switch m.Req.Op {
@@ -491,12 +492,15 @@ func (a *Actor) onRequest(c actor.Context, m *Request) {
 	case ipc.OpCancel:
 		a.onCancel(c, m)
 	default:
-		m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeBadRequest, Message: "op " + m.Req.Op + " is not a session op"})
+		m.Conn.SendFrame(ipc.ErrorFrame("", ipc.Errorf(ipc.CodeBadRequest, "op %s is not a session op", m.Req.Op)))
 	}
 }
 
+// reply answers one request of conn with an error frame for this session.
 func (a *Actor) reply(conn *ipc.Conn, code, id, msg string) {
-	conn.SendFrame(&ipc.Frame{Type: ipc.TypeError, Session: a.key.Name, ID: id, Code: code, Message: msg})
+	f := ipc.ErrorFrame("", ipc.Errorf(code, "%s", msg))
+	f.Session, f.ID = a.key.Name, id
+	conn.SendFrame(f)
 }
 
 // onSend: P4 replay, id_conflict, queueing, or a new run.
@@ -577,7 +581,7 @@ func (a *Actor) spawnRun(c actor.Context) {
 	if err != nil {
 		a.log.Error("spawn run", "err", err)
 		ac.doneSent = true
-		a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInternal, Message: "could not start the run: " + err.Error()})
+		a.append(*ipc.ErrorFrame(ac.id, ipc.Errorf(ipc.CodeInternal, "could not start the run: %v", err)))
 		a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: ipc.StatusError})
 		return
 	}
@@ -778,7 +782,7 @@ func (a *Actor) onChildGone(c actor.Context, m *actor.Terminated) {
 		return
 	}
 	ac.doneSent = true
-	a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInterrupted, Message: "the run stopped inside the runtime before it concluded; it was not retried"})
+	a.append(*ipc.ErrorFrame(ac.id, ipc.Errorf(ipc.CodeInterrupted, "the run stopped inside the runtime before it concluded; it was not retried")))
 	a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: ipc.StatusError})
 }
 
@@ -813,7 +817,7 @@ func (a *Actor) onStopping() {
 			// Not a shutdown: the agent actor above crashed (or the
 			// definition went). Concluded like any run the runtime lost.
 			// issue 15 item 5
-			a.append(ipc.Frame{Type: ipc.TypeError, Run: ac.id, Code: ipc.CodeInterrupted, Message: "the run stopped inside the runtime before it concluded; it was not retried"})
+			a.append(*ipc.ErrorFrame(ac.id, ipc.Errorf(ipc.CodeInterrupted, "the run stopped inside the runtime before it concluded; it was not retried")))
 			a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
 		}
 	}
