@@ -24,23 +24,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/pathin"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/ctxterm"
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/fdhygiene"
-	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/seccomp"
 	"github.com/cortexfs/ctx/internal/termres"
 )
@@ -142,7 +134,7 @@ var seccompFile = seccomp.File
 // sandboxArgv adds to bwrap's argv (argv[0] is bwrap) the descriptors
 // ctxterm hands it: the seccomp filter as descriptor 3 (--seccomp 3).
 // Every bind source is then opened here without following a symlink in
-// any component and handed over by descriptor (bindByFD). env (K=V, the
+// any component and handed over by descriptor (bwrap.BindByFD). env (K=V, the
 // sandbox's environment) is handed over by descriptor too, right after
 // bwrap's --clearenv (--args N): never on a command line. spec: B3
 func sandboxArgv(argv, env []string) ([]string, []*os.File, error) {
@@ -156,9 +148,9 @@ func sandboxArgv(argv, env []string) ([]string, []*os.File, error) {
 		out = append([]string{argv[0], "--seccomp", "3"}, argv[1:]...) // ExtraFiles[0] is descriptor 3
 		files = append(files, f)
 	}
-	out, files, err := bindByFD(out, files)
+	out, files, err := bwrap.BindByFD(out, files)
 	if err == nil {
-		out, files, err = passEnv(out, files, env)
+		out, files, err = bwrap.PassEnvByFD(out, files, env)
 	}
 	if err != nil {
 		for _, f := range files {
@@ -167,106 +159,6 @@ func sandboxArgv(argv, env []string) ([]string, []*os.File, error) {
 		return nil, nil, err
 	}
 	return out, files, nil
-}
-
-// passEnv puts env into a memory file handed to bwrap as its next
-// descriptor, read as --setenv arguments (--args N right after the
-// --clearenv the runtime's argv always has; fails closed without one).
-func passEnv(argv []string, files []*os.File, env []string) ([]string, []*os.File, error) {
-	s := bwrap.Spec{Env: map[string]string{}}
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			s.Env[k] = v
-		}
-	}
-	data, err := s.EnvArgs()
-	if err != nil {
-		return nil, files, err
-	}
-	i := slices.Index(argv, "--clearenv")
-	if i < 0 || slices.Index(argv, "--") < i {
-		return nil, files, errors.New("bwrap argv: no --clearenv")
-	}
-	f, err := bwrap.MemFile("ctxterm-env", data)
-	if err != nil {
-		return nil, files, err
-	}
-	files = append(files, f)
-	out := append(append(slices.Clip(argv[:i+1]), "--args", strconv.Itoa(2+len(files))), argv[i+1:]...)
-	return out, files, nil
-}
-
-// agentReachable says whether a bind at dst in the sandbox has a source
-// the agent may have shaped: the workspace and what is bound inside it,
-// its home and session, the tool view. Writable binds always are.
-func agentReachable(dst string) bool {
-	for _, p := range []string{"/workspace", "/home/agent", "/ctx"} {
-		if pathin.Inside(dst, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// bwrapArity is the number of arguments of each bwrap option the runtime
-// emits; bindByFD refuses an argv with any other option (fails closed).
-var bwrapArity = map[string]int{
-	"--die-with-parent": 0, "--new-session": 0, "--unshare-pid": 0, "--unshare-ipc": 0, "--unshare-uts": 0,
-	"--unshare-cgroup-try": 0, "--unshare-net": 0, "--unshare-user": 0, "--clearenv": 0, "--as-pid-1": 0,
-	"--cap-drop": 1, "--uid": 1, "--gid": 1, "--proc": 1, "--dev": 1, "--tmpfs": 1, "--dir": 1, "--chdir": 1,
-	"--remount-ro": 1, "--info-fd": 1, "--block-fd": 1, "--seccomp": 1,
-	"--symlink": 2, "--bind": 2, "--ro-bind": 2, "--bind-try": 2, "--ro-bind-try": 2,
-	"--bind-fd": 2, "--ro-bind-fd": 2,
-}
-
-// bindByFD rewrites bwrap's path binds (argv[0] is bwrap) into descriptor
-// binds: each source is opened by ctxterm, on the host, with no symlink
-// followed in any component (internal/safefs), so a symlink planted in the
-// workspace between the daemon's check and the mount — a .git swapped for
-// a link to a host directory — cannot become a bind source (issue 11 item
-// 3; the terminal's sandbox is started where the daemon cannot pass
-// descriptors). Read-only binds outside the agent's reach (the system's
-// /usr and /etc) stay path binds. A missing -try source is dropped; any
-// other failure, and an option it does not know, fail the start.
-func bindByFD(argv []string, files []*os.File) ([]string, []*os.File, error) {
-	out := []string{argv[0]}
-	i := 1
-	for ; i < len(argv) && argv[i] != "--"; i++ {
-		opt := argv[i]
-		n, ok := bwrapArity[opt]
-		if !ok || i+n >= len(argv) {
-			return nil, files, fmt.Errorf("bwrap argv: unexpected %q", opt)
-		}
-		switch opt {
-		case "--bind", "--ro-bind", "--bind-try", "--ro-bind-try":
-			src, dst := argv[i+1], argv[i+2]
-			if !strings.HasPrefix(opt, "--bind") && !agentReachable(dst) {
-				// A read-only system bind (/usr, /etc …): root's files the
-				// agent cannot change; Debian's own symlinks stay usable.
-				out = append(out, argv[i:i+n+1]...)
-				i += n
-				continue
-			}
-			f, err := safefs.Open(src, unix.O_PATH)
-			if err != nil {
-				if strings.HasSuffix(opt, "-try") && errors.Is(err, fs.ErrNotExist) {
-					i += n
-					continue
-				}
-				return nil, files, fmt.Errorf("bind source %s: %w", src, err)
-			}
-			files = append(files, f)
-			fdOpt := "--ro-bind-fd"
-			if strings.HasPrefix(opt, "--bind") {
-				fdOpt = "--bind-fd"
-			}
-			out = append(out, fdOpt, strconv.Itoa(2+len(files)), dst)
-		default:
-			out = append(out, argv[i:i+n+1]...)
-		}
-		i += n
-	}
-	return append(out, argv[i:]...), files, nil
 }
 
 // recorder appends each event to the terminal resource's events file
