@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/internal/toolpath"
 	"github.com/cortexfs/ctx/internal/tshrc"
 )
@@ -95,7 +96,7 @@ func (e Env) SearchPath(uid int) ([]string, error) {
 // CTX_HOME/tsh/tools.json.
 func (e Env) StatePath(uid int) (string, error) {
 	if !e.InAgentView() {
-		return filepath.Join(e.home(uid), "tsh", StateFileName), nil
+		return filepath.Join(e.home(uid), "tsh", toolctx.StateFileName), nil
 	}
 	sub, err := ParseSubject(e.Getenv("CTX_AGENT_SUBJECT"))
 	if err != nil {
@@ -105,7 +106,7 @@ func (e Env) StatePath(uid int) (string, error) {
 		return "", fmt.Errorf("CTX_AGENT %q does not match CTX_AGENT_SUBJECT agent %q: %w", a, sub.Agent, ErrConfig)
 	}
 	l := layout.Layout{Root: e.root(), UID: sub.UID}
-	return filepath.Join(l.SessionDir(sub.Agent, layout.ScopePrivate, sub.Session), StateFileName), nil
+	return filepath.Join(l.SessionDir(sub.Agent, layout.ScopePrivate, sub.Session), toolctx.StateFileName), nil
 }
 
 // agentControl is CTX_ROOT/agent/<agent>.d inside an agent view, "" outside.

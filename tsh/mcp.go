@@ -7,6 +7,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/mcpconf"
 	"github.com/cortexfs/ctx/internal/policy"
+	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/internal/toolpath"
 )
 
@@ -67,13 +68,13 @@ func (s *Shell) listMCP() {
 		if !s.decideMCP(t.Name).Allowed {
 			continue
 		}
-		if d := Summary(t.Description); d != "" {
+		if d := toolctx.Summary(t.Description); d != "" {
 			fmt.Fprintf(s.Stdout, "%s\t%s\n", t.Name, d)
 		} else {
 			fmt.Fprintf(s.Stdout, "%s\n", t.Name)
 		}
 	}
 	for _, e := range l.Errors {
-		fmt.Fprintf(s.Stderr, "tsh: MCP server %s unavailable: %s\n", e.Server, Summary(e.Error))
+		fmt.Fprintf(s.Stderr, "tsh: MCP server %s unavailable: %s\n", e.Server, toolctx.Summary(e.Error))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cortexfs/ctx/internal/exitcode"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/policy"
+	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/internal/toolpath"
 )
 
@@ -68,7 +69,7 @@ func New() (*Shell, error) {
 		Stdout:   os.Stdout,
 		Stderr:   os.Stderr,
 		Exec:     fdExecer{},
-		Budget:   DefaultContextBudget,
+		Budget:   toolctx.DefaultContextBudget,
 	}, nil
 }
 
@@ -217,7 +218,7 @@ func (s *Shell) list() int {
 		if e.Err != nil || !s.decide(e.Name, e.Dir).Allowed {
 			continue // only tools this session could call are listed
 		}
-		if d := Summary(e.Meta.Description); d != "" { // the first line; `load` adds the rest to the context
+		if d := toolctx.Summary(e.Meta.Description); d != "" { // the first line; `load` adds the rest to the context
 			fmt.Fprintf(s.Stdout, "%s\t%s\n", e.Name, d)
 		} else {
 			fmt.Fprintf(s.Stdout, "%s\n", e.Name)
@@ -287,12 +288,12 @@ func (s *Shell) call(name string, args []string) int {
 
 func (s *Shell) statePath() (string, error) { return s.Env.StatePath(s.Identity.UID) }
 
-func (s *Shell) update(fn func(*State) error) int {
+func (s *Shell) update(fn func(*toolctx.State) error) int {
 	p, err := s.statePath()
 	if err != nil {
 		return s.fail(err)
 	}
-	if _, err := UpdateState(p, fn); err != nil {
+	if _, err := toolctx.UpdateState(p, fn); err != nil {
 		return s.fail(err)
 	}
 	return ExitOK
@@ -300,28 +301,28 @@ func (s *Shell) update(fn func(*State) error) int {
 
 // loaded resolves name (all layers) and returns its context entry. Loading a
 // tool that could not run is refused: the context lists only callable tools.
-func (s *Shell) loaded(name string) (Loaded, error) {
+func (s *Shell) loaded(name string) (toolctx.Loaded, error) {
 	if t, ok, err := s.mcpTool(name); ok { // issue 13: an MCP tool, with its compact schema
 		if err != nil {
-			return Loaded{}, err
+			return toolctx.Loaded{}, err
 		}
 		server, _, _ := strings.Cut(t.Name, ".")
-		return Loaded{Name: name, Description: t.ContextDescription(), Path: "mcp:" + server}, nil
+		return toolctx.Loaded{Name: name, Description: t.ContextDescription(), Path: "mcp:" + server}, nil
 	}
 	t, err := s.Resolve(name)
 	if err != nil {
-		return Loaded{}, err
+		return toolctx.Loaded{}, err
 	}
 	defer t.Close()
 	m, err := t.Meta()
 	if err != nil {
 		fmt.Fprintf(s.Stderr, "tsh: warning: %v\n", err) // metadata never decides authority
 	}
-	return Loaded{Name: name, Description: m.Description, Path: t.Path}, nil
+	return toolctx.Loaded{Name: name, Description: m.Description, Path: t.Path}, nil
 }
 
 func (s *Shell) load(names []string) int {
-	var add []Loaded
+	var add []toolctx.Loaded
 	for _, n := range names {
 		l, err := s.loaded(n)
 		if err != nil {
@@ -329,7 +330,7 @@ func (s *Shell) load(names []string) int {
 		}
 		add = append(add, l)
 	}
-	return s.update(func(st *State) error {
+	return s.update(func(st *toolctx.State) error {
 		for _, l := range add {
 			st.Load(l)
 		}
@@ -343,7 +344,7 @@ func (s *Shell) pin(name string) int {
 		return s.fail(err)
 	}
 	l.Pinned = true
-	return s.update(func(st *State) error {
+	return s.update(func(st *toolctx.State) error {
 		if i := st.Find(name); i >= 0 {
 			return st.Pin(name) // keep its load order
 		}
@@ -356,14 +357,14 @@ func (s *Shell) unpin(name string) int {
 	if err := layout.CheckName("tool", name); err != nil {
 		return s.fail(err)
 	}
-	return s.update(func(st *State) error { return st.Unpin(name) })
+	return s.update(func(st *toolctx.State) error { return st.Unpin(name) })
 }
 
 func (s *Shell) unload(name string) int {
 	if err := layout.CheckName("tool", name); err != nil {
 		return s.fail(err)
 	}
-	return s.update(func(st *State) error { return st.Unload(name) })
+	return s.update(func(st *toolctx.State) error { return st.Unload(name) })
 }
 
 func (s *Shell) context() int {
@@ -371,11 +372,11 @@ func (s *Shell) context() int {
 	if err != nil {
 		return s.fail(err)
 	}
-	st, err := ReadState(p)
+	st, err := toolctx.ReadState(p)
 	if err != nil {
 		return s.fail(err)
 	}
-	io.WriteString(s.Stdout, ContextText(st, s.Budget)) // spec: K5 — exactly the tool_context text
+	io.WriteString(s.Stdout, toolctx.ContextText(st, s.Budget)) // spec: K5 — exactly the tool_context text
 	return ExitOK
 }
 

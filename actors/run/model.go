@@ -17,8 +17,8 @@ import (
 	"github.com/cortexfs/ctx/internal/prompt"
 	"github.com/cortexfs/ctx/internal/provider"
 	"github.com/cortexfs/ctx/internal/runprep"
+	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/ipc"
-	"github.com/cortexfs/ctx/tsh"
 )
 
 // Wire codes of model runs (listed in the README).
@@ -148,7 +148,7 @@ func (a *Actor) modelTurn(c actor.Context) {
 	turn, self, root, log := m.turn, c.Self(), c.ActorSystem().Root, a.log
 	cands, disp, prep := m.cands, m.disp, a.prep
 	turns := append([][]prompt.Message(nil), m.turns...) // completed turns are never changed
-	state := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), tsh.StateFileName)
+	state := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), toolctx.StateFileName)
 	a.cfg.Procs.Add(1) // the stream is waited for at shutdown like a process
 	go func() {
 		defer a.cfg.Procs.Done()
@@ -168,8 +168,8 @@ func (a *Actor) modelTurn(c actor.Context) {
 				other = true
 				return provider.Request{}, false, cd.Reason
 			}
-			var tools *tsh.State
-			if st, err := tsh.ReadState(state); err == nil {
+			var tools *toolctx.State
+			if st, err := toolctx.ReadState(state); err == nil {
 				tools = &st
 			} else {
 				log.Warn("tool context unreadable; the run's first one is used", "err", err)

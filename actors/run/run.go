@@ -31,8 +31,8 @@ import (
 	"github.com/cortexfs/ctx/internal/provider"
 	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/internal/sandbox"
+	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/ipc"
-	"github.com/cortexfs/ctx/tsh"
 )
 
 // Actor runs one run.
@@ -296,7 +296,7 @@ func (a *Actor) startStep(c actor.Context) {
 	env := envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
 		HistoryMessages: a.spec.History, Observation: a.obs}
 	prep := a.prep
-	file := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), tsh.StateFileName)
+	file := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), toolctx.StateFileName)
 	a.starts++
 	a.gen++
 	a.startPending = true
@@ -308,12 +308,12 @@ func (a *Actor) startStep(c actor.Context) {
 	cfg.Procs.Add(1)
 	go func() {
 		defer cfg.Procs.Done()
-		var tools *tsh.State
-		if st, err := tsh.ReadState(file); err == nil {
+		var tools *toolctx.State
+		if st, err := toolctx.ReadState(file); err == nil {
 			tools = &st
 		} else {
 			log.Warn("tool context unreadable; sending none", "err", err)
-			tools = &tsh.State{}
+			tools = &toolctx.State{}
 		}
 		var warnings []string
 		if prep != nil {
@@ -328,7 +328,7 @@ func (a *Actor) startStep(c actor.Context) {
 			env.HistoryMessages, env.ToolContext = historyView(res.History), res.ToolContext
 			warnings = renderWarnings(res)
 		} else {
-			env.ToolContext = tsh.ContextText(*tools, tsh.DefaultContextBudget)
+			env.ToolContext = toolctx.ContextText(*tools, toolctx.DefaultContextBudget)
 		}
 		stdin, err := envelope.Encode(&env)
 		if err != nil {

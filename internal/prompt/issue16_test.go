@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/internal/window"
-	"github.com/cortexfs/ctx/tsh"
 )
 
 // budgetTokens returns a window whose input budget is at least chars.
@@ -25,18 +25,18 @@ func budgetTokens(chars int) uint32 {
 // (issue 16 item 4)
 func TestToolContextOverBudgetKeepsPinnedK5(t *testing.T) {
 	in, _ := fixture(t)
-	var st tsh.State
-	st.Load(tsh.Loaded{Name: "pinned-old", Description: "the pinned one", Path: "/ctx/tool/pinned-old", Pinned: true})
+	var st toolctx.State
+	st.Load(toolctx.Loaded{Name: "pinned-old", Description: "the pinned one", Path: "/ctx/tool/pinned-old", Pinned: true})
 	for i := 0; i < 40; i++ {
-		st.Load(tsh.Loaded{Name: "tool" + strings.Repeat("x", i%7) + string(rune('a'+i%26)), Description: strings.Repeat("unpinned metadata ", 8), Path: "/ctx/tool/u"})
+		st.Load(toolctx.Loaded{Name: "tool" + strings.Repeat("x", i%7) + string(rune('a'+i%26)), Description: strings.Repeat("unpinned metadata ", 8), Path: "/ctx/tool/u"})
 	}
-	st.Load(tsh.Loaded{Name: "newest", Description: "unpinned and newest", Path: "/ctx/tool/newest"})
+	st.Load(toolctx.Loaded{Name: "newest", Description: "unpinned and newest", Path: "/ctx/tool/newest"})
 	in.ToolState = &st
 	full, err := Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if full.ToolContext != tsh.ContextText(st, tsh.DefaultContextBudget) {
+	if full.ToolContext != toolctx.ContextText(st, toolctx.DefaultContextBudget) {
 		t.Fatal("uncut, the tool context is what `tsh context` prints")
 	}
 	// A window that leaves room for about a third of the tool context.
@@ -71,7 +71,7 @@ func TestToolContextOverBudgetKeepsPinnedK5(t *testing.T) {
 			t.Fatal(err)
 		}
 		if strings.Contains(r.System, "rules cut by ctx") || strings.Contains(strings.Join(r.Warnings, "\n"), "rules: left out") {
-			if r.ToolContext != tsh.ContextPinned(st) {
+			if r.ToolContext != toolctx.ContextPinned(st) {
 				t.Fatalf("rules cut while unpinned tools remain or the pinned one is gone:\n%s", r.ToolContext)
 			}
 			return

@@ -61,8 +61,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/internal/window"
-	"github.com/cortexfs/ctx/tsh"
 )
 
 // Contract is the immutable runtime contract (spec: R3), verbatim.
@@ -158,7 +158,7 @@ type Inputs struct {
 	// ToolState is the session's tsh state (tools.json): the tool context
 	// is rendered from it and, over budget, loses unpinned tools first
 	// (K5). When nil, ToolContext is the text, cut from the end.
-	ToolState   *tsh.State
+	ToolState   *toolctx.State
 	ToolContext string    // K5 tool context text (when ToolState is nil)
 	History     []Message // durable history before the current input, oldest first
 	Input       string    // the current input
@@ -413,7 +413,7 @@ func Build(in Inputs) (*Result, error) {
 // first, and pinned ones only as a last resort (spec: K5) — else by cutting
 // the given text.
 type toolSource struct {
-	state *tsh.State
+	state *toolctx.State
 	text  string
 }
 
@@ -423,7 +423,7 @@ func (t toolSource) at(n int) string {
 		return ""
 	}
 	if t.state != nil {
-		return tsh.ContextText(*t.state, n)
+		return toolctx.ContextText(*t.state, n)
 	}
 	return cutText(clean(t.text), n, "tool context")
 }
@@ -431,7 +431,7 @@ func (t toolSource) at(n int) string {
 // full is the context before any window cut: what `tsh context` prints.
 func (t toolSource) full() string {
 	if t.state != nil {
-		return tsh.ContextText(*t.state, tsh.DefaultContextBudget)
+		return toolctx.ContextText(*t.state, toolctx.DefaultContextBudget)
 	}
 	return clean(t.text)
 }
@@ -439,7 +439,7 @@ func (t toolSource) full() string {
 // floor is the size eviction alone reaches: every pinned tool kept.
 func (t toolSource) floor() int {
 	if t.state != nil {
-		return len(tsh.ContextPinned(*t.state))
+		return len(toolctx.ContextPinned(*t.state))
 	}
 	return 0
 }

@@ -45,10 +45,11 @@ package runprep
 import (
 	"errors"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/pathin"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/cortexfs/ctx/internal/pathin"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/envelope"
@@ -56,9 +57,9 @@ import (
 	"github.com/cortexfs/ctx/internal/models"
 	"github.com/cortexfs/ctx/internal/prompt"
 	"github.com/cortexfs/ctx/internal/sandbox"
+	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/internal/window"
 	"github.com/cortexfs/ctx/ipc"
-	"github.com/cortexfs/ctx/tsh"
 )
 
 // Message is one history message, the format prompt.Build takes.
@@ -78,7 +79,7 @@ type Input struct {
 	// ToolState is the session's tsh state (see ToolState): the tool
 	// context is rendered from it, unpinned tools evicted first (K5). When
 	// nil, ToolContext is used as text.
-	ToolState   *tsh.State
+	ToolState   *toolctx.State
 	ToolContext string    // the session's tool context text (see ToolContext)
 	History     []Message // durable history before Input, oldest first (see History)
 	Input       string    // the current input
@@ -139,7 +140,7 @@ type Prepared struct {
 // the run's own turns so far (W8: every dispatch fits — issue 16 item 2).
 // An unusable candidate is an error naming its reason; a prompt that cannot
 // fit is a *BudgetError.
-func (p *Prepared) Render(c Candidate, tools *tsh.State, turns [][]Message) (*prompt.Result, error) {
+func (p *Prepared) Render(c Candidate, tools *toolctx.State, turns [][]Message) (*prompt.Result, error) {
 	if !c.Usable && c.Model != "" {
 		return nil, fmt.Errorf("candidate %s: %s", c.Model, c.Reason)
 	}

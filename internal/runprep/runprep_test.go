@@ -15,9 +15,9 @@ import (
 	"github.com/cortexfs/ctx/internal/models"
 	"github.com/cortexfs/ctx/internal/prompt"
 	"github.com/cortexfs/ctx/internal/store"
+	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/internal/window"
 	"github.com/cortexfs/ctx/ipc"
-	"github.com/cortexfs/ctx/tsh"
 )
 
 const (
@@ -361,8 +361,8 @@ func TestHistoryAndToolContext(t *testing.T) {
 	if s, err := ToolContext(dir); err != nil || s != "" {
 		t.Errorf("no tools.json: %q %v", s, err)
 	}
-	if _, err := tsh.UpdateState(filepath.Join(dir, tsh.StateFileName), func(s *tsh.State) error {
-		s.Load(tsh.Loaded{Name: "clock", Description: "tells the time", Path: "/ctx/tool/clock"})
+	if _, err := toolctx.UpdateState(filepath.Join(dir, toolctx.StateFileName), func(s *toolctx.State) error {
+		s.Load(toolctx.Loaded{Name: "clock", Description: "tells the time", Path: "/ctx/tool/clock"})
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/cortexfs/ctx/internal/store"
-	"github.com/cortexfs/ctx/tsh"
+	"github.com/cortexfs/ctx/internal/toolctx"
 )
 
 // History converts the session's raw conversation into prompt history, the
@@ -64,8 +64,8 @@ func ReadHistory(sessionDir string) ([]Message, error) {
 // ToolState reads the session's tsh state (tools.json), the input the
 // prompt renders the tool context from (Input.ToolState). A missing file is
 // the empty state.
-func ToolState(sessionDir string) (*tsh.State, error) {
-	st, err := tsh.ReadState(filepath.Join(sessionDir, tsh.StateFileName))
+func ToolState(sessionDir string) (*toolctx.State, error) {
+	st, err := toolctx.ReadState(filepath.Join(sessionDir, toolctx.StateFileName))
 	if err != nil {
 		return nil, err
 	}
@@ -73,12 +73,12 @@ func ToolState(sessionDir string) (*tsh.State, error) {
 }
 
 // ToolContext is the session's tool context text: tsh's tools.json rendered
-// by tsh.ContextText within tsh.DefaultContextBudget — exactly what `tsh
+// by toolctx.ContextText within toolctx.DefaultContextBudget — exactly what `tsh
 // context` prints and the envelope carries (K5). A missing file is "".
 func ToolContext(sessionDir string) (string, error) {
-	st, err := tsh.ReadState(filepath.Join(sessionDir, tsh.StateFileName))
+	st, err := toolctx.ReadState(filepath.Join(sessionDir, toolctx.StateFileName))
 	if err != nil {
 		return "", err
 	}
-	return tsh.ContextText(st, tsh.DefaultContextBudget), nil
+	return toolctx.ContextText(st, toolctx.DefaultContextBudget), nil
 }

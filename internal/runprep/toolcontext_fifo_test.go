@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cortexfs/ctx/tsh"
+	"github.com/cortexfs/ctx/internal/toolctx"
 )
 
 // tools.json lives in the session directory, which the sandbox may write.
@@ -17,7 +17,7 @@ import (
 // spec: K5 X5
 func TestToolContextRefusesAgentPlantedFIFOAndSymlink(t *testing.T) {
 	dir := t.TempDir()
-	p := filepath.Join(dir, tsh.StateFileName)
+	p := filepath.Join(dir, toolctx.StateFileName)
 	if err := syscall.Mkfifo(p, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cortexfs/ctx/tsh"
+	"github.com/cortexfs/ctx/internal/toolctx"
 )
 
 // TestDescriptions: every tool's description is written for a model — a
 // one-line summary first (what `tsh list` shows), its argv, an example —
-// and fits whole in the tool context (tsh.MaxDescription).
+// and fits whole in the tool context (toolctx.MaxDescription).
 // spec: issue 12 item 1 (tool.json: what it does, argv, one example, limits)
 func TestDescriptions(t *testing.T) {
 	if len(Tools()) != 9 {
@@ -19,9 +19,9 @@ func TestDescriptions(t *testing.T) {
 		d := tl.Meta.Description
 		first, _, _ := strings.Cut(d, "\n")
 		switch {
-		case len(d) > tsh.MaxDescription:
-			t.Errorf("%s: %d bytes, over tsh's %d", tl.Name, len(d), tsh.MaxDescription)
-		case len(first) > 120 || tsh.Summary(d) != first:
+		case len(d) > toolctx.MaxDescription:
+			t.Errorf("%s: %d bytes, over tsh's %d", tl.Name, len(d), toolctx.MaxDescription)
+		case len(first) > 120 || toolctx.Summary(d) != first:
 			t.Errorf("%s: the first line is not a short summary: %q", tl.Name, first)
 		case !strings.Contains(d, "argv: "+tl.Name) || !strings.Contains(d, "xample: "):
 			t.Errorf("%s: no argv line or example:\n%s", tl.Name, d)

@@ -1,4 +1,8 @@
-package tsh
+// Package toolctx is the tool context of one session: the loaded and pinned
+// tools (tools.json, K5), read and updated atomically by tsh inside the
+// sandbox and by the host when it builds an envelope or a prompt, and the
+// context text they render. Metadata only: it never grants authority.
+package toolctx
 
 import (
 	"encoding/json"
