@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/netpolicy"
-	"github.com/cortexfs/ctx/internal/pathin"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/netpolicy"
+	"github.com/cortexfs/ctx/internal/pathin"
 )
 
 // MountEntry is one extra bind of .d/mount.
@@ -17,8 +19,9 @@ type MountEntry struct {
 	Src, Dst string // host path, sandbox path
 }
 
-// reserved sandbox paths a mount may not cover or replace.
-var reserved = []string{"/ctx", "/proc", "/dev", "/run/cortexfs", "/home/agent", "/workspace", "/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"}
+// reserved sandbox paths a mount may not cover or replace: what the view
+// owns and the system it runs on.
+var reserved = append(append([]string(nil), layout.ViewOwned...), layout.SystemDirs...)
 
 // ParseMount parses .d/mount, a line grammar (README "Agent view"):
 //

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/pathin"
 	"github.com/cortexfs/ctx/internal/safefs"
 )
@@ -83,7 +84,7 @@ func PassEnvByFD(argv []string, files []*os.File, env []string) ([]string, []*os
 // the agent may have shaped: the workspace and what is bound inside it,
 // its home and session, the tool view. Writable binds always are.
 func agentReachable(dst string) bool {
-	for _, p := range []string{"/workspace", "/home/agent", "/ctx"} {
+	for _, p := range []string{layout.SandboxWorkspace, layout.SandboxHome, layout.SandboxRoot} {
 		if pathin.Inside(dst, p) {
 			return true
 		}

@@ -41,6 +41,19 @@ const SandboxWorkspace = "/workspace"
 // SandboxControlSocket is where the control socket is bound (U2).
 const SandboxControlSocket = "/run/cortexfs/control.sock"
 
+// ViewOwned are the sandbox paths every view builds itself (the runtime's
+// root, /proc, /dev, the control socket's directory, the agent's home, the
+// workspace, the system /etc): no bind of an agent's mount file or of an
+// MCP server's declaration may cover or replace one. The one list
+// (internal/agentdef and internal/mcpconf check against it).
+var ViewOwned = []string{SandboxRoot, "/proc", "/dev", "/run/cortexfs", SandboxHome, SandboxWorkspace, "/etc"}
+
+// SystemDirs are the system the agent's sandbox runs on (/usr and its
+// links, /tmp): an agent's own mount may not replace them. An MCP server's
+// bind may go under them (a package bound at its host path, such as
+// /usr/lib/node_modules/x), hence a second list rather than one.
+var SystemDirs = []string{"/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib64"}
+
 // Layout holds the two roots; every path is derived from them.
 type Layout struct {
 	Root    string // CTX_ROOT on the host

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/pathin"
 	"io"
 	"net/url"
 	"os"
@@ -27,6 +26,9 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/pathin"
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
 	"github.com/cortexfs/ctx/internal/safefs"
@@ -99,8 +101,9 @@ func CheckName(name string) error {
 	return nil
 }
 
-// reserved are sandbox paths a bind may not cover: the view owns them.
-var reserved = []string{"/ctx", "/proc", "/dev", "/run/cortexfs", "/home/agent", "/workspace", "/etc"}
+// reserved are sandbox paths a bind may not cover: the view owns them
+// (layout.SystemDirs stay open to a server's package binds).
+var reserved = layout.ViewOwned
 
 // CheckBind validates a bind path: absolute, clean, not / and not at or
 // under a path the sandbox view owns.
