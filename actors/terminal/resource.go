@@ -14,21 +14,16 @@ import (
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
-// Program is what the terminal runs inside its sandbox (T1).
-const Program = layout.SandboxRoot + "/bin/tsh"
+// Program is what the terminal runs inside its sandbox (T1): the view's
+// shell.
+const Program = sandbox.Shell
 
 // Env is the terminal's whole environment: exactly the B3 allowlist. No
 // CTX_RUN and no CTX_CONTROL_SOCKET: the launch root is registered with the
 // resource id as its run (interfaces.md "Control socket"), so agent.update
 // works from the terminal only when given --run explicitly. spec: B3 B4
 func Env(v sandbox.View) map[string]string {
-	env := v.BaseEnv() // CTX_ROOT CTX_HOME CTX_AGENT CTX_AGENT_SUBJECT CTX_PATH HOME
-	env["USER"] = "agent"
-	env["LOGNAME"] = "agent"
-	env["SHELL"] = Program
-	env["TERM"] = "xterm-256color"
-	env["LANG"] = "C.UTF-8"
-	return env
+	return v.ShellEnv("xterm-256color")
 }
 
 // Spec is the bwrap view of a terminal's shell: the agent's view

@@ -875,7 +875,7 @@ func (m *Manager) addSecrets(env map[string]string, t Target) error {
 // without --agent): the system directories, an empty home and /tmp, its
 // installation read-only, network only with net, default limits.
 func (m *Manager) spawnBare(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, error) {
-	env := map[string]string{"LANG": "C.UTF-8", "USER": "agent", "LOGNAME": "agent", "TERM": "dumb"}
+	env := sandbox.Identity("dumb")
 	if err := m.addSecrets(env, t); err != nil {
 		return nil, nil, nil, err
 	}

@@ -81,15 +81,32 @@ func (v View) BaseEnv() map[string]string {
 	}
 }
 
+// Identity is the part of the B3 allowlist that names the user, the
+// terminal type and the locale: every sandboxed process gets it, in a view
+// or not (an MCP server started outside any agent's view). The one builder
+// of the agent environment's fixed names. spec: B3
+func Identity(term string) map[string]string {
+	return map[string]string{"USER": "agent", "LOGNAME": "agent", "TERM": term, "LANG": "C.UTF-8"}
+}
+
+// Shell is the SHELL of every process in a view: tsh.
+const Shell = layout.SandboxRoot + "/bin/tsh"
+
+// ShellEnv is exactly the B3 allowlist of a process in the view (a tool,
+// the terminal's shell): BaseEnv, Identity and SHELL. spec: B3
+func (v View) ShellEnv(term string) map[string]string {
+	env := v.BaseEnv()
+	for k, val := range Identity(term) {
+		env[k] = val
+	}
+	env["SHELL"] = Shell
+	return env
+}
+
 // ToolEnv is the environment of a tool process: exactly the B3 allowlist
 // plus the run id and control socket the agent.update tool needs.
 func (v View) ToolEnv() map[string]string {
-	env := v.BaseEnv()
-	env["USER"] = "agent"
-	env["LOGNAME"] = "agent"
-	env["SHELL"] = layout.SandboxRoot + "/bin/tsh"
-	env["TERM"] = "dumb"
-	env["LANG"] = "C.UTF-8"
+	env := v.ShellEnv("dumb")
 	env["CTX_RUN"] = v.Run
 	env["CTX_CONTROL_SOCKET"] = layout.SandboxControlSocket
 	return env

@@ -174,3 +174,27 @@ func TestControlSocketFollowsPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestOneEnvBuilder: the tool's, the terminal's and a bare MCP server's
+// environments come from one builder and hold exactly what they held when
+// each was built by hand: the identity names with the given TERM, SHELL
+// only in a view. spec: B3
+func TestOneEnvBuilder(t *testing.T) {
+	v := view(t)
+	tool, term := v.ToolEnv(), v.ShellEnv("xterm-256color")
+	for k, want := range map[string]string{"USER": "agent", "LOGNAME": "agent", "LANG": "C.UTF-8", "SHELL": "/ctx/bin/tsh", "HOME": "/home/agent"} {
+		if tool[k] != want || term[k] != want {
+			t.Errorf("%s: tool %q terminal %q, want %q", k, tool[k], term[k], want)
+		}
+	}
+	if tool["TERM"] != "dumb" || term["TERM"] != "xterm-256color" {
+		t.Errorf("TERM: tool %q terminal %q", tool["TERM"], term["TERM"])
+	}
+	if _, ok := term["CTX_RUN"]; ok {
+		t.Error("the terminal's environment names a run")
+	}
+	bare := Identity("dumb")
+	if len(bare) != 4 || bare["TERM"] != "dumb" || bare["USER"] != "agent" {
+		t.Errorf("bare %v", bare)
+	}
+}
