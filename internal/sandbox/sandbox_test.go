@@ -193,7 +193,7 @@ func TestOneEnvBuilder(t *testing.T) {
 	if _, ok := term["CTX_RUN"]; ok {
 		t.Error("the terminal's environment names a run")
 	}
-	bare := Identity("dumb")
+	bare := IdentityEnv("dumb")
 	if len(bare) != 4 || bare["TERM"] != "dumb" || bare["USER"] != "agent" {
 		t.Errorf("bare %v", bare)
 	}
