@@ -13,8 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -118,149 +116,24 @@ func Load(l layout.Layout, name string) (*Def, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("agent %q: %s is not a regular file (symlinks are refused): %w", name, d.Object, ErrInvalid)
 	}
-	read := func(ctl string) ([]byte, bool, error) {
-		b, err := ReadControl(filepath.Join(d.Control, ctl))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("agent %q: %w", name, err)
-		}
-		return b, true, nil
-	}
-	abi, hasABI, err := read("abi")
-	if err != nil {
-		return nil, err
-	}
-	if hasABI {
-		v, err := OneLine(abi)
-		if err != nil || !slices.Contains(ABIs, v) { // spec: X1, issue 14
-			return nil, fmt.Errorf("agent %q: .d/abi must be exactly %q or %q: %w", name, ABI+"\n", ABIACP+"\n", ErrInvalid)
-		}
-		d.Kind, d.ABI = KindExec, v
-	}
-	if b, ok, err := read("acp.json"); err != nil {
-		return nil, err
-	} else if ok {
-		if d.ABI != ABIACP {
-			return nil, fmt.Errorf("agent %q: .d/acp.json needs .d/abi %s: %w", name, ABIACP, ErrInvalid)
-		}
-		if d.ACP, err = ParseACP(b); err != nil {
-			return nil, fmt.Errorf("agent %q: %v: %w", name, err, ErrInvalid)
-		}
-	}
-	if b, ok, err := read("model"); err != nil {
-		return nil, err
-	} else if ok {
-		if d.Models, err = Lines(b, checkModel); err != nil {
-			return nil, fmt.Errorf("agent %q: .d/model: %v: %w", name, err, ErrInvalid)
-		}
-	}
-	if d.Kind == "" {
-		if len(d.Models) == 0 {
-			return nil, fmt.Errorf("agent %q: neither .d/abi nor .d/model: %w", name, ErrInvalid)
-		}
-		d.Kind = KindModel
-	}
-	if b, ok, err := read("approval"); err != nil {
-		return nil, err
-	} else if ok {
-		v, err := OneLine(b)
-		if err != nil || (v != "auto" && v != "ask") { // spec: A1
-			return nil, fmt.Errorf("agent %q: .d/approval must be auto or ask: %w", name, ErrInvalid)
-		}
-		d.Approval = v
-	}
-	if b, ok, err := read("env"); err != nil {
-		return nil, err
-	} else if ok {
-		if d.Env, err = ParseEnv(b); err != nil {
-			return nil, fmt.Errorf("agent %q: .d/env: %v: %w", name, err, ErrInvalid)
-		}
-	}
-	if b, ok, err := read("tools"); err != nil {
-		return nil, err
-	} else if ok {
-		if d.Tools, err = Lines(b, func(s string) error { return layout.CheckName("tool", s) }); err != nil {
-			return nil, fmt.Errorf("agent %q: .d/tools: %v: %w", name, err, ErrInvalid)
-		}
-	}
-	if b, ok, err := read("path"); err != nil {
-		return nil, err
-	} else if ok {
-		v, err := OneLine(b)
-		if err == nil {
-			err = CheckCTXPath(v)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("agent %q: .d/path: %v: %w", name, err, ErrInvalid)
-		}
-		d.CTXPath = v
-	}
-	if b, ok, err := read("window"); err != nil {
-		return nil, err
-	} else if ok {
-		d.Window = b
-	}
-	for ctl, dst := range map[string]*string{"label": &d.Label, "cwd": &d.Cwd, "root": &d.Root} {
-		if b, ok, err := read(ctl); err != nil {
-			return nil, err
-		} else if ok {
-			v, err := OneLine(b)
-			if err != nil {
-				return nil, fmt.Errorf("agent %q: .d/%s: %v: %w", name, ctl, err, ErrInvalid)
-			}
-			*dst = v
-		}
-	}
 	d.UID, d.GID = os.Geteuid(), os.Getegid()
 	d.Groups, _ = os.Getgroups()
-	for ctl, dst := range map[string]*int{"uid": &d.UID, "gid": &d.GID} {
-		if b, ok, err := read(ctl); err != nil {
-			return nil, err
-		} else if ok {
-			v, err := OneLine(b)
-			n, cerr := strconv.Atoi(v)
-			if err != nil || cerr != nil || n < 0 || strconv.Itoa(n) != v {
-				return nil, fmt.Errorf("agent %q: .d/%s must be one decimal id: %w", name, ctl, ErrInvalid)
-			}
-			*dst = n
-		}
-	}
-	if b, ok, err := read("groups"); err != nil {
-		return nil, err
-	} else if ok {
-		gs, err := Lines(b, func(s string) error {
-			if n, err := strconv.Atoi(s); err != nil || n < 0 || strconv.Itoa(n) != s {
-				return fmt.Errorf("group %q: want a decimal gid", s)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("agent %q: .d/groups: %v: %w", name, err, ErrInvalid)
-		}
-		d.Groups = nil
-		for _, g := range gs {
-			n, _ := strconv.Atoi(g)
-			d.Groups = append(d.Groups, n)
-		}
-	}
-	if b, ok, err := read("mount"); err != nil {
-		return nil, err
-	} else if ok {
-		var net netpolicy.Policy
-		if d.Mounts, net, err = ParseMount(b); err != nil {
-			return nil, fmt.Errorf("agent %q: .d/mount: %v: %w", name, err, ErrInvalid)
-		}
-		d.Network, d.NetLocal = net.Public, net.Local
-	}
 	d.Limits = limits.Default
-	if b, ok, err := read("limits"); err != nil {
-		return nil, err
-	} else if ok {
-		// issue 11: an unknown key or a bad value fails closed, never unlimited.
-		if d.Limits, err = limits.Parse(b); err != nil {
-			return nil, fmt.Errorf("agent %q: .d/limits: %v: %w", name, err, ErrInvalid)
+	for _, c := range controls {
+		if c.name == "" {
+			err = c.parse(d, nil)
+		} else {
+			b, rerr := ReadControl(filepath.Join(d.Control, c.name))
+			switch {
+			case errors.Is(rerr, fs.ErrNotExist):
+				continue
+			case rerr != nil:
+				return nil, fmt.Errorf("agent %q: %w", name, rerr)
+			}
+			err = c.parse(d, b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: %w", name, err)
 		}
 	}
 	if d.Protect, err = ReadProtect(d.Control); err != nil {
