@@ -51,7 +51,7 @@ test-short: build
 test-systemd:
 	bash e2e/systemd/run.sh
 
-# The demo (issue 12): a temp CTX_ROOT and git repository with a failing
+# The demo: a temp CTX_ROOT and git repository with a failing
 # test; a scripted agent finds and fixes the bug with the standard tools.
 demo: build
 	@bash scripts/deps.sh demo
@@ -61,7 +61,7 @@ demo: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./e2e/ ./internal/store/
 
-# issue 15's scale benchmark (e2e TestBenchScale, gated by CTX_BENCH_SCALE):
+# The scale benchmark (e2e TestBenchScale, gated by CTX_BENCH_SCALE):
 # SCALE_SESSIONS sessions created then idle → RSS and descriptors after
 # passivation, resume passivated vs live, sends/s to 100 concurrent
 # sessions vs the minimal launcher. See README "Performance".
@@ -77,7 +77,7 @@ fuzz:
 fuzz-keep:
 	GO=$(GO) bash scripts/fuzz.sh --keep
 
-# issue 15 item 5: the chaos test's long form (CHAOS_KILLS kills, default
+# The chaos test's long form (CHAOS_KILLS kills, default
 # 1000); `make test` runs its short form (12 kills) with the rest of e2e.
 CHAOS_KILLS ?= 1000
 chaos: build

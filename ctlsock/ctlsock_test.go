@@ -373,7 +373,7 @@ func TestOtherUIDRefused(t *testing.T) {
 	wantErrno(t, "other uid", resp, code, EPERM)
 	// The server's own uid check refused it, before the launch-root walk
 	// (which would refuse too, with another message): each guard is
-	// tested alone (issue 16 item 23).
+	// tested alone.
 	if resp.Message != "peer uid is not the owner" {
 		t.Errorf("refused by %q, not by the server's uid check", resp.Message)
 	}

@@ -1,6 +1,6 @@
 package ctxterm
 
-// Relay benchmarks (issue 4): the same writer (`cat` of a text file, on a
+// Relay benchmarks: the same writer (`cat` of a text file, on a
 // PTY in raw mode, started by a FIFO trigger) read directly from the PTY
 // master, through ctxterm to 1 and 4 watchers, through dtach and through
 // tmux when installed. Compare the MB/s columns:

@@ -49,7 +49,7 @@ func newTestClient(t *testing.T, s *Server) *client {
 
 // TestFanoutBroadcast: every chunk goes to the scrollback ring and to every
 // client's queue, shared (not copied); the ring keeps only the newest bytes.
-// spec: T2 (issue 17 item 3: the fan-out tested without a PTY)
+// spec: T2 (the fan-out tested without a PTY)
 func TestFanoutBroadcast(t *testing.T) {
 	s := fanoutServer(1<<10, 8)
 	a, b := newTestClient(t, s), newTestClient(t, s)

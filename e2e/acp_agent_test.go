@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// spec: issue 14 — ACP agents under ctx (.d/abi acp-v1): an agent written
+// spec: ACP agents under ctx (.d/abi acp-v1): an agent written
 // with the official TypeScript SDK's agent API, installed the way npm
 // installs a package bin, runs as a ctx agent.
 
@@ -91,7 +91,6 @@ func lastOf(fs []frame, typ string) frame {
 // workspace, writes outside refused (the host file untouched), and a
 // terminal command whose output reaches the agent and the result.
 func TestACPAgentWork(t *testing.T) {
-	// spec: issue 14
 	w, marker := acpWorld(t, "auto")
 	acl := filepath.Join(w.root, "agent", "acpa.d", "acp.json")
 	if b, err := os.ReadFile(acl); err != nil || !strings.Contains(string(b), `"binds"`) {
@@ -160,7 +159,7 @@ func rawFrames(fs []frame) string {
 // TestACPAgentPermission: session/request_permission in ask mode becomes
 // the pinned approval_request; allow and deny both reach the agent.
 func TestACPAgentPermission(t *testing.T) {
-	// spec: issue 14, A2, A3
+	// spec: A2, A3
 	w, marker := acpWorld(t, "ask")
 	ws := w.workspace()
 	c := w.dial("acpa")
@@ -192,7 +191,7 @@ func TestACPAgentPermission(t *testing.T) {
 
 // TestACPAgentCancel: cancel mid-run concludes cancelled and leaves no process.
 func TestACPAgentCancel(t *testing.T) {
-	// spec: issue 14, X12
+	// spec: X12
 	w, marker := acpWorld(t, "auto")
 	c := w.dial("acpa")
 	c.send(sendReq("msg-1", "slow"))
@@ -222,7 +221,7 @@ func TestACPAgentCancel(t *testing.T) {
 // TestACPAgentBounds: a flood of updates, a 9th tool call and an agent
 // that never answers each end the run with a clear error and no process.
 func TestACPAgentBounds(t *testing.T) {
-	// spec: issue 14, X6
+	// spec: X6
 	w, marker := acpWorld(t, "auto")
 	for i, tc := range []struct{ input, code, msg string }{
 		{"flood", "limit_exceeded", "session updates"},
@@ -256,7 +255,7 @@ func TestACPAgentBounds(t *testing.T) {
 // warning, and `ctx agent send` reads every frame (the largest 6 MiB once
 // JSON-escaped) and prints the whole reply.
 func TestACPAgentBigChunk(t *testing.T) {
-	// spec: issue 14, P2
+	// spec: P2
 	w, marker := acpWorld(t, "auto")
 	r := w.ctx("", "", "agent", "send", "acpa", "big")
 	if r.code != 0 {
@@ -289,7 +288,6 @@ func TestACPAgentBigChunk(t *testing.T) {
 // TestACPAgentMute: an agent that never answers initialize fails the run
 // with agent_timeout after CTX_ACP_TIMEOUT, and is ended.
 func TestACPAgentMute(t *testing.T) {
-	// spec: issue 14
 	w, marker := acpWorld(t, "auto", "--mute")
 	c := w.dial("acpa")
 	c.send(sendReq("msg-1", "hello"))
@@ -302,9 +300,8 @@ func TestACPAgentMute(t *testing.T) {
 
 // TestACPAgentSecrets: the keys .d/acp.json names reach the agent from the
 // owner-only secrets file; other values there and the daemon's
-// environment do not. spec: issue 14, B4, X11
+// environment do not. spec: B4, X11
 func TestACPAgentSecrets(t *testing.T) {
-	// spec: issue 14
 	w, marker := acpWorld(t, "auto")
 	acl := filepath.Join(w.root, "agent", "acpa.d", "acp.json")
 	b, err := os.ReadFile(acl)

@@ -11,7 +11,7 @@ import (
 // session: JSON-RPC in, a fresh agent-socket connection, frames mapped to
 // session/update out) with the time from the same `send` to its first
 // delta frame over the raw agent socket. Both runs start the same
-// sandboxed agent, which dominates; the ratio is acp/raw. spec: issue 14
+// sandboxed agent, which dominates; the ratio is acp/raw.
 func BenchmarkACPFirstChunk(b *testing.B) {
 	w := newWorld(b)
 	w.start()

@@ -161,7 +161,7 @@ func updatesOf(evs []acpEvent) (kinds []string, text string) {
 // TestACPEditorDrivesCtx: the official SDK's client drives `ctx acp` through
 // a prompt with a tool call and a permission request answered both ways, a
 // cancel mid-run, and a session/load after a daemon restart.
-// spec: issue 14, A2 A3 P4
+// spec: A2 A3 P4
 func TestACPEditorDrivesCtx(t *testing.T) {
 	scripts := acpScripts(t)
 	w := newWorld(t)
@@ -348,7 +348,7 @@ func promptLine(id int, sid, text string) string {
 
 // TestACPBadInput: malformed JSON-RPC and unknown methods get clear JSON-RPC
 // errors and the connection stays usable; a bad cwd and an image are
-// refused; an unknown session is refused. spec: issue 14
+// refused; an unknown session is refused.
 func TestACPBadInput(t *testing.T) {
 	w := newWorld(t)
 	w.start()
@@ -383,7 +383,7 @@ func TestACPBadInput(t *testing.T) {
 
 // TestACPClientDisappears: an editor that closes its end mid-prompt (and
 // mid-approval) cancels the run; the run's frames are durable and end in
-// done; ctx acp exits and no agent process is left. spec: issue 14, X12 A3
+// done; ctx acp exits and no agent process is left. spec: X12 A3
 func TestACPClientDisappears(t *testing.T) {
 	w := newWorld(t)
 	w.start("CTX_APPROVAL_TIMEOUT=30s")
@@ -440,7 +440,7 @@ func TestACPClientDisappears(t *testing.T) {
 // TestACPRetryNeverRunsTwice: an editor that lost its connection after a
 // prompt, loads the session again and resends the same prompt gets the
 // stored answer replayed; the tool ran once. With an explicit messageId the
-// same holds without the load. spec: issue 14, P4
+// same holds without the load. spec: P4
 func TestACPRetryNeverRunsTwice(t *testing.T) {
 	w := newWorld(t)
 	w.start()

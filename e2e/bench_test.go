@@ -132,7 +132,7 @@ func BenchmarkToolCallVsBwrap(b *testing.B) {
 // cgroup costs a tool call: the same tool sandbox (view, flags, launch
 // root, the tool running to its exit) started without placement, and with
 // a fresh run cgroup — created, bwrap and its PID 1 placed, then killed and
-// removed — as an op tsh run (one call per run) pays it. issue 11
+// removed — as an op tsh run (one call per run) pays it.
 func BenchmarkToolCallCgroup(b *testing.B) {
 	w := newWorld(b)
 	w.start()
@@ -195,7 +195,7 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 // BenchmarkToolsetReadEdit measures, interleaved in one run, a `read` and an
 // `edit` of the standard toolset through the runtime (the tsh op over the
 // socket, every authority layer, the sandbox, durable frames) against the
-// same operation by `cat` and `sed -i` in a bare bwrap (issue 12).
+// same operation by `cat` and `sed -i` in a bare bwrap.
 func BenchmarkToolsetReadEdit(b *testing.B) {
 	w := newStdWorld(b)
 	w.start()

@@ -233,7 +233,7 @@ func (c *chaos) checkOnce() []string {
 	}
 	// The mark tool ran once per allow_once at most, and never for a run
 	// whose approval was anything else: nothing runs twice or unapproved
-	// across kills (issue 15 item 5).
+	// across kills.
 	mb, _ := os.ReadFile(filepath.Join(c.ws, "marks"))
 	ran := map[string]int{}
 	for _, r := range strings.Fields(string(mb)) {
@@ -397,7 +397,7 @@ func goroutines(pid int, faults string) (int, string) {
 // more often than approved, no agent process of a concluded run alive, no
 // process of a killed terminal alive, the daemon's descriptors and
 // goroutines back to their level, every socket answering.
-// `make chaos` runs 1,000 kills (CTX_CHAOS_KILLS). Issue 15 item 5;
+// `make chaos` runs 1,000 kills (CTX_CHAOS_KILLS).
 // spec: A1 A3 (no tool runs without allow_once, nor twice, across kills)
 func TestChaos(t *testing.T) {
 	w := newWorld(t)

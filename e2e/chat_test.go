@@ -103,7 +103,7 @@ func bytesCopy(dst *ptyOut, src interface{ Read([]byte) (int, error) }) (int64, 
 
 // TestChatWithoutATerminal: `ctx agent chat` reading a pipe: SIGINT during
 // a run cancels that run (it does not leave it going) and chat reads the
-// next line; SIGINT when idle exits 130. issue 16 item 14, spec: A5 S3
+// next line; SIGINT when idle exits 130. spec: A5 S3
 func TestChatWithoutATerminal(t *testing.T) {
 	w := newWorld(t)
 	w.start()

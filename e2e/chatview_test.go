@@ -99,13 +99,12 @@ func shellEnv(w *world, extra ...string) string {
 	return "env -i " + strings.Join(envs, " ")
 }
 
-// TestChatRenderedInTmux is a person's view of `ctx agent chat` (issue 18
-// item 4): each tool call is one line that runs with a spinner and ends
+// TestChatRenderedInTmux is a person's view of `ctx agent chat`
+// each tool call is one line that runs with a spinner and ends
 // with its status and duration, the approval of an edit shows the diff
 // and is answered y, the answer's Markdown is rendered (heading, list,
 // code block without their markup), the run ends with its usage and its
 // cost from prices.tsv, and /sessions lists the session with that cost.
-// spec: issue 18
 func TestChatRenderedInTmux(t *testing.T) {
 	f := newFakeProvider(t,
 		anthropicToolUse("toolu_1", "call", "read", "calc.sh"),
@@ -202,7 +201,7 @@ func TestChatRenderedInTmux(t *testing.T) {
 
 // TestSendPlainWhenNoColorOrPiped: `send` on a terminal renders the
 // Markdown; with NO_COLOR set, or piped, it prints the text exactly as
-// streamed. spec: issue 18
+// streamed.
 func TestSendPlainWhenNoColorOrPiped(t *testing.T) {
 	f := newFakeProvider(t, anthropicText(mdAnswer...), anthropicText(mdAnswer...), anthropicText(mdAnswer...))
 	w := stdModelWorld(t, f)

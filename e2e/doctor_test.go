@@ -82,7 +82,7 @@ func TestDoctorGreen(t *testing.T) {
 	if _, ok := checks["tiocsti"]; !ok {
 		t.Error("no tiocsti check")
 	}
-	// issue 11: the cgroup mode in force and the default limits; this
+	// The cgroup mode in force and the default limits; this
 	// machine has writable cgroup v1 pids and memory hierarchies.
 	cg := checks["cgroup"]
 	if !strings.Contains(cg.Message, "tasks 512, memory 4G, cpu-weight 100") {
@@ -189,7 +189,7 @@ func TestDoctorUserNamespacesRefused(t *testing.T) {
 }
 
 // TestDoctorLimits: an agent's .d/limits in force are reported, and a bad
-// one makes the agent check fail with the line named. issue 11: limits
+// one makes the agent check fail with the line named. limits
 func TestDoctorLimits(t *testing.T) {
 	w := newWorld(t)
 	w.start()

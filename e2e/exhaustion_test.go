@@ -21,7 +21,7 @@ import (
 // agent's socket: its ping and a resume of its session — and once space
 // returns the same session serves again with its history intact, every
 // frame committed before still in the log unchanged, and every log line
-// valid with seq strictly increasing. spec: issue 15 (item 3 and the proof)
+// valid with seq strictly increasing.
 func TestFullDiskIsNotCorruption(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to mount a tmpfs")
@@ -144,7 +144,6 @@ func TestFullDiskIsNotCorruption(t *testing.T) {
 // the idle sessions passivated and their descriptors are free, new sessions
 // and the refused ones serve again, the system socket answers, and every
 // session's log is valid with seq strictly increasing.
-// spec: issue 15 (item 3 and the proof)
 func TestFewDescriptorsIsNotCorruption(t *testing.T) {
 	w := newWorld(t)
 	w.start("CTX_SESSION_IDLE=3s")
@@ -174,7 +173,7 @@ func TestFewDescriptorsIsNotCorruption(t *testing.T) {
 			case f.Type == "error" && f.Seq > 0 && f.Code != "resource_exhausted":
 				// The run actor's definition load and sandbox start name the
 				// machine running out too, not agent_invalid or
-				// sandbox_unavailable (issue 15 item 3).
+				// sandbox_unavailable.
 				t.Errorf("a run at the descriptor limit: %s, want resource_exhausted", f.raw)
 			case f.Type == "error" && f.Seq > 0 && f.Code == "resource_exhausted":
 				codes["run "+f.Code]++

@@ -76,7 +76,7 @@ func setup(m *testing.M) (int, error) {
 		}
 	}
 	// std/ holds ctx with ctxtools beside it: a daemon started from there
-	// installs the standard toolset (issue 12); other worlds do not get it.
+	// installs the standard toolset; other worlds do not get it.
 	if err := os.MkdirAll(dir+"/std", 0o755); err != nil {
 		return 1, err
 	}
@@ -124,7 +124,7 @@ func newWorld(t testing.TB) *world {
 }
 
 // newStdWorld is a world whose daemon installs the standard toolset
-// from the ctxtools beside its ctx (issue 12).
+// from the ctxtools beside its ctx.
 func newStdWorld(t testing.TB) *world {
 	w := newWorld(t)
 	w.ctxBin = binDir + "/std/ctx"

@@ -83,7 +83,7 @@ func TestInstallQuickStart(t *testing.T) {
 			name = p // what a shell with only the prefix on PATH would run
 		}
 		cmd := exec.Command(name, args[1:]...)
-		// A project directory, not the home: a send from ~ is refused (issue 11).
+		// A project directory, not the home: a send from ~ is refused.
 		cmd.Env, cmd.Dir = env, work
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
@@ -92,7 +92,7 @@ func TestInstallQuickStart(t *testing.T) {
 		}
 		return out.String()
 	}
-	// issue 12: ctx init also installs the standard toolset from the prefix.
+	// Ctx init also installs the standard toolset from the prefix.
 	if out := sh("ctx", "init"); out != "CTX_ROOT "+root+" ready\ntools apply_patch bash edit fetch glob grep ls read write in "+root+"/tool\n" {
 		t.Errorf("ctx init: %q", out)
 	}

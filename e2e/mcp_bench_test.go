@@ -15,7 +15,7 @@ import (
 // schema validation, the sandboxed server reused) with the same call made
 // by the SDK's own client on an unsandboxed server it started itself.
 // The first call of the session (the server's start in its sandbox) is
-// reported apart. spec: issue 13
+// reported apart.
 func BenchmarkMCPEchoVsSDK(b *testing.B) {
 	npm := needServers(b)
 	w := newWorld(b)

@@ -78,7 +78,7 @@ func (w *world) fakeLog(agent string) string {
 // progress, sampling and elicitation declined with a clear error; bad
 // arguments refused before any round trip; tsh list/load/context show
 // SERVER.TOOL with a compact schema; every call a durable tool_call and
-// tool_result. spec: issue 13
+// tool_result.
 func TestMCPEverything(t *testing.T) {
 	npm := needServers(t)
 	w := newWorld(t)
@@ -185,7 +185,7 @@ func anyAlive(pids []int) bool {
 
 // TestMCPFilesystem: the filesystem server reads and writes the workspace
 // it is given; even allowed "/" it sees only the sandbox view (a host file
-// outside it does not exist there). spec: issue 13
+// outside it does not exist there).
 func TestMCPFilesystem(t *testing.T) {
 	npm := needServers(t)
 	w := newWorld(t)
@@ -221,7 +221,7 @@ func TestMCPFilesystem(t *testing.T) {
 
 // TestMCPMemory: the memory server keeps its graph where --env says (the
 // agent's home); the env value lives owner-only in the secrets area, not in
-// mcp.json, and reaches no frame. spec: issue 13
+// mcp.json, and reaches no frame.
 func TestMCPMemory(t *testing.T) {
 	npm := needServers(t)
 	w := newWorld(t)
@@ -257,7 +257,7 @@ func TestMCPMemory(t *testing.T) {
 // TestMCPFaults: a server that exits at start, one that never answers
 // initialize, one that prints garbage, one that returns 10 MiB and one
 // killed mid-call each give a clear error result; the session stays
-// usable; no server process is left behind. spec: issue 13
+// usable; no server process is left behind.
 func TestMCPFaults(t *testing.T) {
 	w := newWorld(t)
 	w.start("CTX_MCP_TIMEOUT=3s")
@@ -318,7 +318,7 @@ func TestMCPFaults(t *testing.T) {
 
 // TestMCPCancel: cancelling a run sends notifications/cancelled for the
 // call in flight (the server's handler sees its context cancelled), and
-// the run ends cancelled at once. spec: issue 13
+// the run ends cancelled at once.
 func TestMCPCancel(t *testing.T) {
 	w := newWorld(t)
 	w.start()
@@ -341,7 +341,7 @@ func TestMCPCancel(t *testing.T) {
 // TestMCPAuthority: the agent policy decides SERVER.TOOL and SERVER.*
 // (deny wins) before the server is even started, and a denied call never
 // reaches it; in ask mode the approval request shows server, tool,
-// arguments and the destructive hint, and a deny runs nothing. spec: issue 13
+// arguments and the destructive hint, and a deny runs nothing.
 func TestMCPAuthority(t *testing.T) {
 	w := newWorld(t)
 	w.start()
@@ -396,7 +396,7 @@ func TestMCPAuthority(t *testing.T) {
 }
 
 // TestMCPModelAgent: a model agent calls an MCP tool through tsh; the
-// result reaches the model's next turn. spec: issue 13
+// result reaches the model's next turn.
 func TestMCPModelAgent(t *testing.T) {
 	npm := needServers(t)
 	f := newFakeProvider(t, anthropicToolUse("toolu_1", "call", "everything.echo", "message=from the model"), anthropicText("done"))
@@ -424,7 +424,7 @@ func TestMCPModelAgent(t *testing.T) {
 
 // TestMCPIdleAndKill: a server idle for CTX_MCP_IDLE is stopped and starts
 // again on the next call; a daemon killed with -9 leaves no server behind
-// (its sandbox dies with the daemon). spec: issue 13
+// (its sandbox dies with the daemon).
 func TestMCPIdleAndKill(t *testing.T) {
 	w := newWorld(t)
 	w.start("CTX_MCP_IDLE=500ms")

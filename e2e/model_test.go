@@ -108,7 +108,7 @@ func modelWorld(t *testing.T, f *fakeProvider, model string) *world {
 	w.start("ANTHROPIC_BASE_URL="+f.url, "ANTHROPIC_API_KEY="+testKey, "OPENAI_BASE_URL="+f.url+"/v1", "OPENAI_API_KEY="+testKey)
 	w.tool("clock", "#!/bin/sh\necho 2026-12-02 12:00:00\n")
 	w.mustCtx("agent", "create", "m", "--model", model)
-	// issue 12: a model agent's default policy allows the standard
+	// A model agent's default policy allows the standard
 	// toolset; widen it for the tests' own tools, as a person would.
 	pol, err := os.ReadFile(filepath.Join(w.root, "agent", "m.d", "policy"))
 	if err != nil || !strings.Contains(string(pol), "allow tool bash\n") {
@@ -350,7 +350,7 @@ func withUsage(in, out, cacheRead int, script func(http.ResponseWriter, *http.Re
 // TestModelUsageSummed: the done frame of a model run carries the token use
 // the provider reported, summed over its turns; a run whose provider
 // reported none has no usage field (nothing is made up); ctx agent
-// sessions shows the sum. issue 18 item 3
+// sessions shows the sum.
 func TestModelUsageSummed(t *testing.T) {
 	f := newFakeProvider(t, withUsage(100, 10, 0, anthropicToolUse("toolu_1", "call", "clock")),
 		withUsage(150, 5, 80, anthropicText("It is ", "noon.")), anthropicText("no usage"))

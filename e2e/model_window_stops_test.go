@@ -71,7 +71,7 @@ func hasWarning(fs []frame, sub string) bool {
 // tokens) fails; the fallback has a 1,000-token window (3,000-char input
 // budget). Its request is rendered for its own budget — the history that
 // no longer fits is left out and said — never the first candidate's prompt.
-// spec: W6 W8 (issue 16 item 1)
+// spec: W6 W8
 func TestModelFallbackCandidateOwnBudgetW6(t *testing.T) {
 	long := strings.Repeat("history ", 400) // ~3,200 chars a turn
 	fail := func(w http.ResponseWriter, r *http.Request) {
@@ -122,7 +122,7 @@ func TestModelFallbackCandidateOwnBudgetW6(t *testing.T) {
 
 // TestModelEveryTurnFitsBudgetW8: a 16,000-byte tool result against a
 // 3,000-char budget: the next turn's request is cut to fit, visibly, and a
-// warning says so — never sent over. spec: W8 W9 (issue 16 item 2)
+// warning says so — never sent over. spec: W8 W9
 func TestModelEveryTurnFitsBudgetW8(t *testing.T) {
 	f := newFakeProvider(t, anthropicToolUse("toolu_big", "call", "big"), anthropicText("seen"))
 	w := modelWorld(t, f, "anthropic/claude-sonnet-4-5")
@@ -152,7 +152,7 @@ func TestModelEveryTurnFitsBudgetW8(t *testing.T) {
 }
 
 // TestModelToolLoadVisibleNextTurn: a `tsh load` during a model run is in
-// the tool context of that run's next turn. spec: K5 (issue 16 item 5)
+// the tool context of that run's next turn. spec: K5
 func TestModelToolLoadVisibleNextTurn(t *testing.T) {
 	f := newFakeProvider(t, anthropicToolUse("toolu_load", "load", "clock"), anthropicText("loaded"))
 	w := modelWorld(t, f, "anthropic/claude-sonnet-4-5")
@@ -176,7 +176,7 @@ func TestModelToolLoadVisibleNextTurn(t *testing.T) {
 // TestModelStopReasonsVisible: how a reply ended reaches the person — a
 // reply cut inside a tool call is an error `truncated` and no call runs; cut
 // text is a warning plus the partial answer; a refusal is an error
-// `refused` with the refusal text. issue 16 item 6
+// `refused` with the refusal text.
 func TestModelStopReasonsVisible(t *testing.T) {
 	cutText := func(w http.ResponseWriter, r *http.Request) {
 		sse(w,
@@ -233,7 +233,7 @@ func TestModelStopReasonsVisible(t *testing.T) {
 }
 
 // TestModelLlamaCppStreamError: llama.cpp's "error:" SSE field ends the run
-// with the server's message and code, without a retry. issue 16 item 7
+// with the server's message and code, without a retry.
 func TestModelLlamaCppStreamError(t *testing.T) {
 	f := newFakeProvider(t, recorded(t, "llamacpp_error.sse"), recorded(t, "llamacpp_error.sse"), recorded(t, "llamacpp_error.sse"))
 	w := modelWorld(t, f, "openai/qwen")
@@ -252,7 +252,7 @@ func TestModelLlamaCppStreamError(t *testing.T) {
 
 // TestModelInvalidToolInputRecordedAsSent: a tool input that is not an argv
 // is recorded in the tool_call frame and sent back to the model as the
-// model sent it, while the call fails as invalid. issue 16 item 9
+// model sent it, while the call fails as invalid.
 func TestModelInvalidToolInputRecordedAsSent(t *testing.T) {
 	bad := func(w http.ResponseWriter, r *http.Request) {
 		sse(w,
@@ -297,7 +297,7 @@ var promptMsgHead = regexp.MustCompile(`(?m)^=== message \d+: (\S+) ===$`)
 // TestExecEnvelopeIsBudgetedViewR4: an executable agent with a known window
 // gets, in its envelope, the history view `ctx agent prompt` prints and the
 // start hash describes — not the whole history up to 64 KiB. spec: R4 X5
-// W9 (issue 16 item 3)
+// W9
 func TestExecEnvelopeIsBudgetedViewR4(t *testing.T) {
 	w := newWorld(t)
 	w.start()

@@ -27,7 +27,7 @@ func idleWorld(t *testing.T, idle string) (*world, *client, int) {
 
 // TestIdleSessionsArePassivated: sessions with nothing to do close their
 // files after CTX_SESSION_IDLE; a request to a passivated session replays a
-// known id (P4), continues its seq, and resumes the same frames. issue 15 item 1
+// known id (P4), continues its seq, and resumes the same frames.
 func TestIdleSessionsArePassivated(t *testing.T) {
 	w, c, base := idleWorld(t, "1s")
 	const n = 24
@@ -83,7 +83,7 @@ func TestIdleSessionsArePassivated(t *testing.T) {
 
 // TestQuietRunThenPassivation: a run that sends nothing for longer than
 // CTX_SESSION_IDLE (a long tool call, a slow model) does not keep its
-// session alive once it is done. issue 15 item 1 (found by the chaos test)
+// session alive once it is done. (found by the chaos test)
 func TestQuietRunThenPassivation(t *testing.T) {
 	w, c, base := idleWorld(t, "200ms")
 	c.send(sendReq("q1", "sleep 1", "session", "quiet"))

@@ -25,7 +25,7 @@ import (
 	"github.com/cortexfs/ctx/internal/sandbox"
 )
 
-// TestBenchScale is the scale benchmark of issue 15 (`make bench-scale`):
+// TestBenchScale is the scale benchmark (`make bench-scale`):
 // CTX_BENCH_SCALE_N sessions (default 10,000) are created with one trivial
 // send each over the socket by concurrent clients, then left idle
 // (CTX_SESSION_IDLE=1s). It reports the daemon's RSS and open descriptors
@@ -36,7 +36,6 @@ import (
 // the same way by the minimal launcher of BenchmarkSendVsDirect, in the same
 // run. It asserts RSS < 100 MiB and descriptors independent of the count;
 // the ratios are reported, not asserted. Gated by CTX_BENCH_SCALE=1.
-// spec: issue 15
 func TestBenchScale(t *testing.T) {
 	if os.Getenv("CTX_BENCH_SCALE") == "" {
 		t.Skip("the scale benchmark: CTX_BENCH_SCALE=1 (make bench-scale)")

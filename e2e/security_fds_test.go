@@ -120,7 +120,7 @@ func checkOpen(t *testing.T, what, out string) {
 
 // TestSecurityInheritedDescriptors: a daemon started with extra open
 // descriptors (a host file, a pipe, a terminal) hands none of them to a
-// tool or an agent step. issue 11 item 1
+// tool or an agent step.
 func TestSecurityInheritedDescriptors(t *testing.T) {
 	b := newBait(t)
 	w := newWorld(t)
@@ -150,7 +150,7 @@ func TestSecurityInheritedDescriptors(t *testing.T) {
 
 // TestSecurityAutostartDescriptors: the path of the original report — a
 // client run from a shell with extra descriptors auto-starts the daemon;
-// the tool that daemon runs sees none of them. issue 11 item 1
+// the tool that daemon runs sees none of them.
 func TestSecurityAutostartDescriptors(t *testing.T) {
 	b := newBait(t)
 	w := newWorld(t)

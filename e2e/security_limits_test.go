@@ -68,7 +68,7 @@ func marker(t *testing.T, what string) string {
 // TestSecurityForkBomb: with .d/limits `tasks 64` a tool that forks until
 // it fails gets at most 64 tasks (bwrap and its PID 1 included); while the
 // bomb holds them the daemon answers ping and another agent's send; after
-// the run nothing of the bomb is left on the host. issue 11 item 6
+// the run nothing of the bomb is left on the host.
 func TestSecurityForkBomb(t *testing.T) {
 	w := newWorld(t)
 	needCgroups(t, w)
@@ -111,7 +111,6 @@ func TestSecurityForkBomb(t *testing.T) {
 
 // TestSecurityMemoryBomb: with .d/limits `memory 256M` a tool that touches
 // 2 GiB is killed (or refused memory); the daemon and the agent go on.
-// issue 11 item 6
 func TestSecurityMemoryBomb(t *testing.T) {
 	w := newWorld(t)
 	needCgroups(t, w)
@@ -138,7 +137,7 @@ func TestSecurityMemoryBomb(t *testing.T) {
 // TestSecurityCrashLeftoversSwept: a process in a run cgroup of this
 // CTX_ROOT — what a crashed daemon's run leaves when its sandbox escaped
 // the PID-namespace teardown (detached, SIGTERM ignored) — is killed and
-// its cgroup removed before the next daemon serves. issue 11 item 7
+// its cgroup removed before the next daemon serves.
 func TestSecurityCrashLeftoversSwept(t *testing.T) {
 	w := newWorld(t)
 	needCgroups(t, w)

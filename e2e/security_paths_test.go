@@ -45,7 +45,6 @@ func results(content string) map[string]string {
 // every write fails, and host git (status, commit, push, init) in a temp
 // HOME runs nothing planted. A new nested repository the run made is
 // reported in a warning frame, and placeholders are gone after the run.
-// issue 11 item 2
 func TestSecurityProtectedRepos(t *testing.T) {
 	w := newWorld(t)
 	w.start()
@@ -173,7 +172,7 @@ func snapshotTree(t *testing.T, dir string) map[string]string {
 
 // TestSecurityGitSymlink: a .git symlink planted in the workspace is never
 // a bind source: the next run does not see the outside secret through it,
-// and a link to /etc does not break later runs. issue 11 item 3
+// and a link to /etc does not break later runs.
 func TestSecurityGitSymlink(t *testing.T) {
 	w := newWorld(t)
 	w.start()
@@ -204,7 +203,7 @@ func TestSecurityGitSymlink(t *testing.T) {
 // TestSecurityWorkspaceThroughSymlink: a workspace reached through a
 // symlinked directory whose target contains CTX_ROOT and the runtime dir:
 // the agent cannot see or write agent/NAME.d/, home/<uid>/secrets or the
-// sockets. issue 11 item 3
+// sockets.
 func TestSecurityWorkspaceThroughSymlink(t *testing.T) {
 	w := newWorld(t)
 	w.extra = []string{"HOME=" + t.TempDir()} // base is not the home here: only the symlink matters
@@ -250,7 +249,7 @@ func TestSecurityWorkspaceThroughSymlink(t *testing.T) {
 // TestSecurityHomeWorkspace: `ctx agent send` from the owner's home (the
 // CLI sends its cwd) and a workspace of / are refused with bad_request
 // before anything is recorded; `allow HOME` in .d/protect allows the home.
-// issue 11: protected paths
+// Protected paths
 func TestSecurityHomeWorkspace(t *testing.T) {
 	home := t.TempDir()
 	w := newWorld(t)

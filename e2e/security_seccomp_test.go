@@ -9,7 +9,7 @@ import (
 // TestSecuritySeccomp: a tool inside a real run calls every syscall the
 // filter refuses with arguments the kernel would reject otherwise: each
 // gets EPERM (ENOSYS for clone3), while the controls reach the kernel
-// (EBADF, ok). issue 11 item 6: seccomp
+// (EBADF, ok). seccomp
 func TestSecuritySeccomp(t *testing.T) {
 	w := newWorld(t)
 	w.start()

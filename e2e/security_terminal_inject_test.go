@@ -14,7 +14,7 @@ import (
 // in the terminal's own session (its controlling terminal), tries TIOCSTI —
 // plain and with high bits in the request — to make the shell run a
 // command; and ptrace, as it would against the terminal host. The filter
-// refuses each and the injected command never runs. issue 11 item 5
+// refuses each and the injected command never runs.
 func TestSecurityTerminalInjection(t *testing.T) {
 	w, ws := termWorld(t)
 	attack, _ := os.ReadFile(binDir + "/attack")
@@ -49,7 +49,7 @@ func TestSecurityTerminalInjection(t *testing.T) {
 // TestSecurityTerminalPlaceholders: from the persistent terminal, the
 // auto-executed files a workspace lacks cannot be created (placeholders,
 // as in a run's view), and once the terminal is stopped the host's
-// workspace is left as it was. issue 11: protected paths in every view
+// workspace is left as it was. protected paths in every view
 func TestSecurityTerminalPlaceholders(t *testing.T) {
 	w, ws := termWorld(t)
 	if r := w.ctx(ws, "", "agent", "start", "t1"); r.code != 0 {

@@ -18,12 +18,12 @@ import (
 const secretTool = "#!/bin/sh\necho SECRET-RAN >> /workspace/secret-ran\necho SECRET-RAN\n"
 
 // TestSecurityTerminalHostOutside attacks the persistent terminal from a
-// tool run at its prompt, as issue 11 item 5 and issue 16 item 17 report,
+// tool run at its prompt,,
 // and checks the outcome on the host: no injected line is executed (TIOCSTI,
 // also with high request bits), kill(-1) and kill(0) leave the terminal
 // served and ctxterm alive, ctxterm is not visible (nor ptraceable) from
 // inside, the resource's events.jsonl cannot be written from inside, and a
-// policy-denied tool is absent from the terminal's view (issue 11 item 4).
+// policy-denied tool is absent from the terminal's view.
 func TestSecurityTerminalHostOutside(t *testing.T) {
 	w, ws := termWorld(t)
 	attack, _ := os.ReadFile(binDir + "/attack")
@@ -81,7 +81,7 @@ func TestSecurityTerminalHostOutside(t *testing.T) {
 		})
 	}
 
-	// issue 11 item 4: the denied tool is absent from the terminal's view.
+	// The denied tool is absent from the terminal's view.
 	a.run("attack see /ctx/tool /ctx/tool/secret", "EXEC1")
 	if ls := a.value("LS0"); !strings.Contains(ls, "attack") || strings.Contains(ls, "secret") {
 		t.Errorf("the terminal's /ctx/tool: %q (want attack, not the denied secret)", ls)
@@ -90,7 +90,7 @@ func TestSecurityTerminalHostOutside(t *testing.T) {
 		t.Errorf("a denied tool ran by path from the terminal: %q", ex)
 	}
 
-	// issue 16 item 17: events.jsonl cannot be written from inside.
+	// Events.jsonl cannot be written from inside.
 	inside := "/ctx/home/" + uid + "/agent/t1/session/default/terminal/events.jsonl"
 	a.run("attack append "+inside+" /run/cortexfs/terminal.events.jsonl", "APPEND1")
 	if b, _ := os.ReadFile(events); bytes.Contains(b, []byte("FORGED-BY-TOOL")) {
@@ -138,7 +138,7 @@ func TestSecurityTerminalHostOutside(t *testing.T) {
 
 // TestSecurityViewIsTheAuthority: an agent step sees no tool files at all,
 // and a tool process sees only the tools the agent's policy allows: the
-// denied tool can be neither listed nor run by path. issue 11 item 4
+// denied tool can be neither listed nor run by path.
 func TestSecurityViewIsTheAuthority(t *testing.T) {
 	w := newWorld(t)
 	w.start()

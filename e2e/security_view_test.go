@@ -9,7 +9,7 @@ import (
 // TestSecurityViewHidesDeniedTools: a tool the agent's policy denies is not
 // in a tool process's view (so it cannot be run around tsh and the host's
 // checks), while allowed ones are; an agent step sees no tool files at all
-// and cannot exec one by path. issue 11 item 4
+// and cannot exec one by path.
 func TestSecurityViewHidesDeniedTools(t *testing.T) {
 	w := newWorld(t)
 	w.start()

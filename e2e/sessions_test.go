@@ -68,7 +68,7 @@ func kinds(es []map[string]any) string {
 // TestSessionsHistoryRmSession: two agents, several sessions in both
 // scopes, one run waiting for approval and one running, against a real
 // daemon; then the same commands with the daemon stopped and after a
-// crash. issue 18 item 1
+// crash.
 func TestSessionsHistoryRmSession(t *testing.T) {
 	w, ws := approvalWorld(t, "60s") // agent ap: tool mark, approval ask
 	w.agent("demo", map[string]string{"tools": "mark\n", "approval": "auto\n"})
@@ -132,7 +132,7 @@ func TestSessionsHistoryRmSession(t *testing.T) {
 		t.Errorf("running session without active_run: %s", rows["private/sleepy"].raw)
 	}
 	// ctx ps: both active runs, across agents, with state and the call
-	// in flight. issue 18 item 2
+	// in flight.
 	ps := w.mustCtx("ps", "--json")
 	t.Logf("ctx ps --json:\n%s", ps)
 	if !strings.Contains(ps, `"agent":"demo","session":"sleepy"`) || !strings.Contains(ps, `"state":"running"`) ||
@@ -273,7 +273,7 @@ func TestSessionsHistoryRmSession(t *testing.T) {
 }
 
 // TestLogsFromAutostartedDaemon: a daemon a client started logs to
-// daemon.log; `ctx logs` prints its tail and -f follows it. issue 18 item 2
+// daemon.log; `ctx logs` prints its tail and -f follows it.
 func TestLogsFromAutostartedDaemon(t *testing.T) {
 	w := newWorld(t)
 	w.agent("one", nil)
@@ -307,7 +307,7 @@ func TestLogsFromAutostartedDaemon(t *testing.T) {
 // TestExecAgentReportsUsage: an executable agent's optional usage lines
 // are summed into the done frame (and under its .d/model into
 // usage_by_model, which a price table turns into cost); an agent that
-// reports none gets no usage field. spec: issue 18 item 3
+// reports none gets no usage field.
 func TestExecAgentReportsUsage(t *testing.T) {
 	w := newWorld(t)
 	w.start()

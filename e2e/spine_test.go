@@ -475,14 +475,14 @@ func TestBadInputTable(t *testing.T) {
 		{"approve with nothing pending", `{"op":"approve","run":"r","id":"c","decision":"allow_once"}`, "bad_request"},
 		{"cancel unknown run", `{"op":"cancel","session":"s","id":"run-9"}`, "not_found"},
 		{"invalid utf-8", "{\"op\":\"ping\",\"id\":\"\xff\"}", "bad_request"},
-		// issue 11 item 8: a ping that once started a run, and its kin.
+		// A ping that once started a run, and its kin.
 		{"case-variant op", `{"op":"ping","OP":"send","id":"a","session":"s","input":"x"}`, "bad_request"},
 		{"duplicate op", `{"op":"ping","op":"send","id":"a","session":"s","input":"x"}`, "bad_request"},
 		{"duplicate input", `{"op":"send","id":"a","session":"s","input":"x","input":"y"}`, "bad_request"},
 		{"case-variant session", `{"op":"send","id":"a","session":"s","Session":"t","input":"x"}`, "bad_request"},
-		// issue 16 item 15: an explicit empty session is not "default".
+		// An explicit empty session is not "default".
 		{"empty session", `{"op":"send","id":"a","session":"","input":"x"}`, "bad_name"},
-		// issue 16 item 15: a cwd that cannot exist in the view is refused before recording.
+		// A cwd that cannot exist in the view is refused before recording.
 		{"cwd without workspace", `{"op":"send","id":"a","session":"s","input":"x","cwd":"/srv/project"}`, "bad_request"},
 		{"workspace cwd without workspace", `{"op":"send","id":"a","session":"s","input":"x","cwd":"/workspace/src"}`, "bad_request"},
 		{"missing home cwd", `{"op":"send","id":"a","session":"s","input":"x","cwd":"/home/agent/nope"}`, "bad_request"},
@@ -742,7 +742,7 @@ var _ = syscall.SIGTERM
 // run (SIGTERM→grace→SIGKILL to the agent) — it ends cancelled, not
 // interrupted — and the client following it gets cancelled and done before
 // its connection closes; a request waiting behind it is told the daemon is
-// shutting down and nothing of it is recorded. issue 16 item 11, spec: X12
+// shutting down and nothing of it is recorded. spec: X12
 func TestDaemonSIGTERMCancelsRuns(t *testing.T) {
 	w := newWorld(t)
 	w.start()
@@ -790,7 +790,7 @@ func TestDaemonSIGTERMCancelsRuns(t *testing.T) {
 
 // TestRequestIDConflictTsh: a tsh request that reuses an id with other args
 // is id_conflict — live, while queued, and after a daemon restart — and
-// never replays the first result. issue 16 item 19, spec: P4
+// never replays the first result. spec: P4
 func TestRequestIDConflictTsh(t *testing.T) {
 	w := newWorld(t)
 	w.start()

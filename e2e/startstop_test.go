@@ -37,7 +37,7 @@ func median(d []time.Duration) time.Duration {
 // after the sockets), and an idle daemon exits on SIGTERM long before
 // the cancel grace (10 s here): nothing runs, so nothing is waited for.
 // The bounds are ratios and fractions of the grace, not wall-clock
-// targets; the measured times are logged. spec: issue 15 (item 4)
+// targets; the measured times are logged.
 func TestDaemonFastStartAndStop(t *testing.T) {
 	w := newWorld(t)
 	w.agent("a", nil)
@@ -90,11 +90,11 @@ func TestDaemonFastStartAndStop(t *testing.T) {
 	t.Logf("exec→pong median %v (all %v); bare process start median %v; SIGTERM→exit median %v (all %v)",
 		median(starts), starts, median(bare), median(stops), stops)
 	// A daemon start is a Go process start, a lock, a few directories and
-	// three sockets. 275–320 ms before issue 15 (≈ 40× a process start).
+	// three sockets. 275–320 ms before the start-up work (≈ 40× a process start).
 	if m, b := median(starts), median(bare); m > 10*b+50*time.Millisecond {
 		t.Errorf("exec→pong %v is over 10× a bare start of ctxd (%v) + 50 ms", m, b)
 	}
-	// 2 s before issue 15 with the default grace: it waited it out.
+	// 2 s before the start-up work with the default grace: it waited it out.
 	if m := median(stops); m > 2*time.Second {
 		t.Errorf("an idle daemon took %v to exit on SIGTERM with CTX_CANCEL_GRACE=10s", m)
 	}

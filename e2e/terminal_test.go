@@ -29,7 +29,7 @@ func termWorld(t *testing.T, extra ...string) (*world, string) {
 	w.start(extra...)
 	w.tool("bash", bashTool)
 	// A shell needs the terminal it runs on: declared interactive, it keeps
-	// it (every other tool gets a new session; issue 11 item 5).
+	// it (every other tool gets a new session).
 	os.MkdirAll(filepath.Join(w.root, "tool", "bash.d"), 0o755)
 	os.WriteFile(filepath.Join(w.root, "tool", "bash.d", "tool.json"), []byte(`{"description":"bash","interactive":true}`), 0o644)
 	w.agent("t1", nil)
@@ -571,7 +571,7 @@ func TestStartUsageErrors(t *testing.T) {
 // TestTerminalAgentUpdate: agent.update run from the terminal reaches the
 // control socket with ctxterm (on the host) as the registered launch root:
 // the peer — the tool, a descendant of ctxterm through bwrap and tsh — is
-// verified by the ancestor walk. spec: U2 U3; issue 11 item 5
+// verified by the ancestor walk. spec: U2 U3
 func TestTerminalAgentUpdate(t *testing.T) {
 	w, ws := termWorld(t)
 	if r := w.ctx(ws, "", "agent", "start", "t1"); r.code != 0 {

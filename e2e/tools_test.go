@@ -300,7 +300,7 @@ func TestApprovalFollowsReattach(t *testing.T) {
 // TestApprovalCancelOnTheAskedConnection: a cancel sent on the connection
 // that holds the pending approval (what `ctx agent send` does on Ctrl+C)
 // cancels the run: the approval is recorded as not given, the tool never
-// runs, and the run ends cancelled — not ok. issue 16 item 12, spec: A3 X12
+// runs, and the run ends cancelled — not ok. spec: A3 X12
 func TestApprovalCancelOnTheAskedConnection(t *testing.T) {
 	w, ws := approvalWorld(t, "10s")
 	c := w.dial("ap")
@@ -427,7 +427,7 @@ func TestWorkspaceCannotWidenTheView(t *testing.T) {
 	}
 
 	// A workspace that contains CTX_ROOT (like $HOME contains ~/.local/share/cortexfs).
-	// base is the daemon's HOME: allowed only by an explicit grant (issue 11).
+	// base is the daemon's HOME: allowed only by an explicit grant.
 	base := filepath.Dir(w.root)
 	os.WriteFile(filepath.Join(w.root, "agent", "wv.d", "protect"), []byte("allow "+base+"\n"), 0o644)
 	tr, _ = callTool(t, w, "wv", base, "peek", "/workspace/root/agent/wv.d/tools", "/workspace/root")
@@ -511,7 +511,7 @@ func TestSurfacesDoNotMerge(t *testing.T) {
 
 // TestToolCancelGivesGrace: cancelling a run whose tool is running sends
 // the tool SIGTERM first and SIGKILL only after CTX_CANCEL_GRACE, as for
-// agent steps: a tool that traps SIGTERM gets to clean up. issue 16 item 13,
+// agent steps: a tool that traps SIGTERM gets to clean up.
 // spec: X12
 func TestToolCancelGivesGrace(t *testing.T) {
 	w := newWorld(t)
@@ -541,7 +541,7 @@ func TestToolCancelGivesGrace(t *testing.T) {
 // over, and rewritten in place — while its approval is pending; what runs
 // after allow_once is the file that was checked and shown or nothing: the
 // swapped one never runs, and the call fails closed naming the change.
-// issue 16 item 20, spec: V3 A2
+// Spec: V3 A2
 func TestApprovedFileIsTheCheckedFile(t *testing.T) {
 	for _, how := range []string{"rename", "rewrite"} {
 		t.Run(how, func(t *testing.T) {
@@ -592,7 +592,7 @@ func TestApprovedFileIsTheCheckedFile(t *testing.T) {
 
 // TestApprovalAnsweredAfterCancelRunsNothing: the run is cancelled from
 // another connection while its approval is pending; an allow_once sent
-// afterwards on the asked connection spawns nothing. spec: A2, X6 (issue 16 item 23)
+// afterwards on the asked connection spawns nothing. spec: A2, X6
 func TestApprovalAnsweredAfterCancelRunsNothing(t *testing.T) {
 	w, ws := approvalWorld(t, "10s")
 	c := w.dial("ap")

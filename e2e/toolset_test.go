@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The standard toolset (issue 12) end to end: a model agent against a fake
+// The standard toolset end to end: a model agent against a fake
 // provider on loopback, every step a real tool call through tsh, the
 // authority layers and the sandbox; attacks run from inside a real run
 // through the `bash` and `write` tools and are checked on the host.
@@ -69,7 +69,7 @@ func toolFrames(fs []frame) (calls, results []frame) {
 // TestToolsetCodingTask: grep → read → edit → bash runs the test → green,
 // each a real call of a standard tool; the workspace on the host carries
 // the fix and only the fix; .gitignore'd build/ is not searched.
-// spec: issue 12 (proof: e2e coding task), K1 V3
+// proof: e2e coding task. spec: K1 V3
 func TestToolsetCodingTask(t *testing.T) {
 	f := newFakeProvider(t,
 		anthropicToolUse("toolu_1", "call", "grep", `^add\(\)`),
@@ -129,7 +129,7 @@ func TestToolsetCodingTask(t *testing.T) {
 
 // TestToolsetPolicyDeniesBash: a policy that denies bash makes that step
 // denied by agent-policy, and the file is untouched; the tool is not even
-// in the sandbox's view. spec: issue 12 (proof), V3
+// in the sandbox's view. spec: V3 (proof)
 func TestToolsetPolicyDeniesBash(t *testing.T) {
 	f := newFakeProvider(t,
 		anthropicToolUse("toolu_1", "call", "bash", "sed -i s/-/+/ calc.sh"),
@@ -174,7 +174,7 @@ func (w *world) tshCall(dir, agent string, args ...string) result {
 // view. bash cannot write the agent's control files, the host's /tmp or
 // other homes; write refuses a symlink leaving the workspace; a timed-out
 // or cancelled bash leaves no process behind on the host.
-// spec: issue 12, issue 11 (view = authority), X12
+// view = authority. spec: X12
 func TestToolsetAttacksFromInside(t *testing.T) {
 	w := newStdWorld(t)
 	w.start()
@@ -257,7 +257,7 @@ func pgrep(s string) string {
 }
 
 // TestToolsetFetchNeedsNet: fetch works only where .d/mount grants net,
-// and says so when it does not. spec: issue 12 (fetch), V1
+// and says so when it does not. spec: V1 (fetch)
 func TestToolsetFetchNeedsNet(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("Content-Type", "text/html; charset=utf-8")

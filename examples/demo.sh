@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo (issue 12): a fresh CTX_ROOT, a throw-away git repository whose
+# The demo: a fresh CTX_ROOT, a throw-away git repository whose
 # test fails, and a scripted agent (examples/fixer-agent — no model, no API
 # key) that finds and fixes the bug with the standard tools bash, grep, read
 # and edit: every step a real tool call through tsh, the authority layers and

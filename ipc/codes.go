@@ -31,11 +31,11 @@ const (
 	CodeSlowClient     = "slow_client"     // this connection could not keep up and is dropped
 	CodeInternal       = "internal"
 	// CodeAgentTimeout: an acp-v1 agent did not answer initialize or
-	// session/new within CTX_ACP_TIMEOUT (issue 14).
+	// session/new within CTX_ACP_TIMEOUT.
 	CodeAgentTimeout = "agent_timeout"
 	CodeShuttingDown = "shutting_down" // the daemon is stopping: the request was not started, nothing recorded
 	// CodeResourceExhausted: the machine ran out of descriptors, disk or
-	// memory; nothing is corrupt and a later request may succeed (issue 15).
+	// memory; nothing is corrupt and a later request may succeed.
 	CodeResourceExhausted = "resource_exhausted"
 )
 

@@ -43,18 +43,18 @@ type Frame struct {
 	Replay    bool     `json:"replay,omitempty"`
 
 	// Input is a model's tool input exactly as sent, on a tool_call whose
-	// input was not a valid argv (issue 16 item 9).
+	// input was not a valid argv.
 	Input string `json:"input,omitempty"`
 	// Usage is a model run's token use on its done frame: the sum over the
 	// run's turns of what the providers reported (absent when none did;
-	// issue 18 item 3).
+	// ).
 	Usage *Usage `json:"usage,omitempty"`
 	// UsageByModel is the same usage per candidate that answered
 	// (provider/model), so a price table can price it; absent with Usage.
 	UsageByModel map[string]*Usage `json:"usage_by_model,omitempty"`
 	// MCP is, on an approval_request for an MCP tool, what the person
-	// decides on: server, tool, arguments and the tool's annotations
-	// (issue 13). The annotations are hints: they grant nothing.
+	// decides on: server, tool, arguments and the tool's annotations.
+	//The annotations are hints: they grant nothing.
 	MCP *MCPCall `json:"mcp,omitempty"`
 }
 

@@ -103,7 +103,7 @@ func TestFrameFieldOrder(t *testing.T) {
 func TestFrameRoundTrip(t *testing.T) {
 	for _, in := range []Frame{
 		{Type: TypeToolCall, Session: "s", Seq: 4, TS: "t", Run: "r", CallID: "c", Name: "tsh", Args: []string{"a", "<b>&"}},
-		{Type: TypeDone, Session: "s", Seq: 9, Run: "r", ID: "q", Status: StatusOK, Usage: &Usage{Input: 250, Output: 15, CacheRead: 80}}, // issue 18 item 3
+		{Type: TypeDone, Session: "s", Seq: 9, Run: "r", ID: "q", Status: StatusOK, Usage: &Usage{Input: 250, Output: 15, CacheRead: 80}},
 	} {
 		var out Frame
 		if err := json.Unmarshal(in.Line(), &out); err != nil {

@@ -13,7 +13,7 @@ import (
 
 // LogRange is a stretch of committed lines of a session's events.jsonl,
 // served from the file by the connection's writer, so a resume or a replay
-// costs the session actor neither memory nor file I/O (issue 15 item 2).
+// costs the session actor neither memory nor file I/O.
 // The lines in [From, To) never change once committed.
 type LogRange struct {
 	Path     string

@@ -11,7 +11,7 @@ import (
 
 // A LogRange is served from the file in queue order with the other sends:
 // the whole range as stored, or one run's lines marked as replay; what lies
-// past To (not committed yet) is never sent. spec: P4 (issue 15 item 2)
+// past To (not committed yet) is never sent. spec: P4
 func TestConnSendLog(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.jsonl")

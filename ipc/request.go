@@ -56,7 +56,7 @@ const (
 	OpResume  = "resume"
 	OpCancel  = "cancel"
 	OpApprove = "approve"
-	// OpRemove removes an idle session's files (issue 18 item 1): the
+	// OpRemove removes an idle session's files: the
 	// session's actor closes its log and archives-then-deletes the
 	// directory; a session with an active or waiting run answers busy.
 	OpRemove = "remove"
@@ -94,7 +94,7 @@ func ParseRequest(line []byte) (*Request, error) {
 	if !utf8.Valid(line) {
 		return nil, fmt.Errorf("request is not valid UTF-8: %w", ErrBadRequest)
 	}
-	// issue 11 item 8: as strict as the envelope parser — a duplicate key or
+	// As strict as the envelope parser — a duplicate key or
 	// one that differs from a field only in case is refused (encoding/json
 	// alone would match "OP" to op and keep the last duplicate).
 	keys, err := jsonobj.Keys(line)
@@ -111,7 +111,7 @@ func ParseRequest(line []byte) (*Request, error) {
 		return nil, fmt.Errorf("request is not a JSON object of known fields: %v: %w", err, ErrBadRequest)
 	}
 	if _, ok := keys["session"]; ok && r.Session == "" {
-		// issue 16 item 15: an explicit empty name is a bad name, not "default".
+		// An explicit empty name is a bad name, not "default".
 		return nil, layout.CheckName("session", r.Session)
 	}
 	bad := func(format string, a ...any) (*Request, error) {

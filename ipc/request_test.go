@@ -33,7 +33,7 @@ func TestParseRequestAccepts(t *testing.T) {
 			Request{Op: OpResume, Session: "default", Scope: "private"}},
 		{"resume defaults", `{"op":"resume"}`, Request{Op: OpResume, Session: "default", Scope: "private"}},
 		{"resume shared", `{"op":"resume","session":"x","scope":"shared"}`, Request{Op: OpResume, Session: "x", Scope: "shared"}},
-		{"remove shared", `{"op":"remove","session":"x","scope":"shared"}`, Request{Op: OpRemove, Session: "x", Scope: "shared"}}, // issue 18 item 1
+		{"remove shared", `{"op":"remove","session":"x","scope":"shared"}`, Request{Op: OpRemove, Session: "x", Scope: "shared"}},
 		// A bare run id: every session of the agent checks it (no default session).
 		{"cancel P2 example", `{"op":"cancel","id":"run-1"}`, Request{Op: OpCancel, ID: "run-1"}},
 		{"cancel in session", `{"op":"cancel","id":"run-1","session":"s"}`,
@@ -97,21 +97,21 @@ func TestParseRequestRefuses(t *testing.T) {
 		{"tsh non-string args", `{"op":"tsh","id":"a","args":[1]}`, ErrBadRequest, CodeBadRequest},
 		{"tsh no id", `{"op":"tsh","args":["x"]}`, ErrBadRequest, CodeBadRequest},
 		{"resume bad session", `{"op":"resume","session":".hidden"}`, layout.ErrBadName, CodeBadName},
-		{"remove the trash", `{"op":"remove","session":".trash"}`, layout.ErrBadName, CodeBadName}, // issue 18 item 1
+		{"remove the trash", `{"op":"remove","session":".trash"}`, layout.ErrBadName, CodeBadName},
 		{"remove bad scope", `{"op":"remove","session":"x","scope":"all"}`, ErrBadRequest, CodeBadRequest},
 		{"resume bad scope", `{"op":"resume","scope":"everyone"}`, ErrBadRequest, CodeBadRequest},
 		{"cancel bad id", `{"op":"cancel","id":"run 1"}`, ErrBadRequest, CodeBadRequest},
 		{"cancel bad session", `{"op":"cancel","id":"run-1","session":"a/b"}`, layout.ErrBadName, CodeBadName},
 		{"approve no run", `{"op":"approve","id":"call-1","decision":"deny"}`, ErrBadRequest, CodeBadRequest},
 		{"approve no id", `{"op":"approve","run":"run-1","decision":"deny"}`, ErrBadRequest, CodeBadRequest},
-		// issue 11 item 8 — as strict as the envelope parser:
+		// As strict as the envelope parser:
 		{"duplicate key", `{"op":"ping","op":"send","id":"a","input":"x"}`, ErrBadRequest, CodeBadRequest},
 		{"case-variant op", `{"op":"ping","OP":"send","id":"a","input":"x"}`, ErrBadRequest, CodeBadRequest},
 		{"case-variant only", `{"OP":"ping"}`, ErrBadRequest, CodeBadRequest},
 		{"case-variant field", `{"op":"send","id":"a","Input":"x"}`, ErrBadRequest, CodeBadRequest},
 		{"duplicate id", `{"op":"send","id":"a","id":"b","input":"x"}`, ErrBadRequest, CodeBadRequest},
 		{"duplicate args", `{"op":"tsh","id":"a","args":["list"],"args":["call","x"]}`, ErrBadRequest, CodeBadRequest},
-		// issue 16 item 15 — an explicit empty session is a bad name, not "default":
+		// An explicit empty session is a bad name, not "default":
 		{"send empty session", `{"op":"send","id":"a","input":"x","session":""}`, layout.ErrBadName, CodeBadName},
 		{"resume empty session", `{"op":"resume","session":""}`, layout.ErrBadName, CodeBadName},
 		{"input over 512 KiB", `{"op":"send","id":"a","input":"` + strings.Repeat("x", MaxInput+1) + `"}`, ErrTooLarge, CodeTooLarge},
@@ -185,7 +185,7 @@ func TestDigest(t *testing.T) {
 			t.Errorf("%s has the digest of the base request", s)
 		}
 	}
-	// issue 16 item 19: args are part of a tsh request's payload.
+	// Args are part of a tsh request's payload.
 	tsh := parse(`{"op":"tsh","id":"a","args":["call","x"]}`)
 	for _, s := range []string{
 		`{"op":"tsh","id":"a","args":["call","y"]}`,
@@ -277,7 +277,7 @@ func wrap(err error) error { return wrapped{err} }
 
 // TestRequestKeysMatchFields: the strict key list is exactly Request's JSON
 // field names, so a field added later cannot be silently refused or let
-// through in another case. issue 11 item 8
+// through in another case.
 func TestRequestKeysMatchFields(t *testing.T) {
 	rt := reflect.TypeOf(Request{})
 	var tags []string

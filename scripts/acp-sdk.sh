@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # acp-sdk.sh — install the official Agent Client Protocol TypeScript SDK
-# (issue 14) from the npm registry into a cache directory, and print that
+# from the npm registry into a cache directory, and print that
 # directory. The directory is CTX_ACP_NPM_DIR, else /var/cache/ctx/acp for
 # root, else $HOME/.cache/ctx-acp. A run with everything installed touches no
 # network. e2e/acp_test.go looks in the same places and skips, saying so,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mcp-servers.sh — install the real MCP servers the e2e tests drive (issue 13)
+# mcp-servers.sh — install the real MCP servers the e2e tests drive
 # from the npm registry into a cache directory, and print that directory.
 # The directory is CTX_MCP_NPM_DIR, else /var/cache/ctx/npm for root, else
 # $HOME/.cache/ctx-npm. A run with everything installed touches no network.

@@ -39,7 +39,7 @@ var _ Execer = fdExecer{}
 
 func (fdExecer) Replace(t *toolpath.Tool, argv, env []string) error {
 	if !interactive(t) {
-		detach() // issue 11 item 5: no controlling terminal to inject into
+		detach() // No controlling terminal to inject into
 	}
 	fd := int(t.File.Fd())
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
@@ -80,7 +80,7 @@ func (fdExecer) Run(t *toolpath.Tool, argv, env []string, stdin io.Reader, stdou
 		Stderr:     stderr,
 		ExtraFiles: []*os.File{t.File},
 	}
-	// issue 11 item 5: a tool that did not declare itself interactive runs
+	// A tool that did not declare itself interactive runs
 	// in a new session without a controlling terminal (no TIOCSTI into the
 	// shell's input, kill(0) reaches only its own group); tsh passes ^C and
 	// ^\ on to it. An interactive one shares the terminal's foreground

@@ -12,7 +12,7 @@ import (
 )
 
 // mcpListing reads the MCP tools the host listed for this session
-// (mcp-tools.json beside tools.json, read-only in the sandbox; issue 13).
+// (mcp-tools.json beside tools.json, read-only in the sandbox).
 // tsh cannot reach an MCP server from inside the sandbox: the host starts
 // servers and writes this file before tsh list, load, pin and which run.
 // Outside an agent view there is none.

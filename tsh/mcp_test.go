@@ -12,7 +12,7 @@ import (
 
 // TestMCPListing: tsh lists, loads and pins SERVER.TOOL from the host's
 // mcp-tools.json, applies the agent policy to it again, and refuses to
-// call it itself (the host calls MCP servers). spec: issue 13
+// call it itself (the host calls MCP servers).
 func TestMCPListing(t *testing.T) {
 	root, tools := t.TempDir(), t.TempDir()
 	l := layout.Layout{Root: root, UID: 1}

@@ -26,7 +26,7 @@ func interactive(t *toolpath.Tool) bool {
 // interactive) away from its controlling terminal: a new session, or —
 // for a process group or session leader, which cannot start one —
 // TIOCNOTTY. Without a controlling terminal TIOCSTI has nothing to inject
-// into. issue 11 item 5
+// into.
 func detach() {
 	if _, err := unix.Setsid(); err == nil {
 		return
@@ -72,7 +72,7 @@ func untrackChild(pid int) {
 }
 
 // InitTerminal prepares tsh to be the terminal's shell when it runs as PID
-// 1 of the sandbox (bwrap --as-pid-1; issue 11 item 5): kill(-1) from a tool
+// 1 of the sandbox (bwrap --as-pid-1): kill(-1) from a tool
 // never reaches PID 1, and a signal from inside reaches it only through a
 // handler, so every signal is caught here and dropped (the terminal ends
 // when ctxterm hangs up the PTY or its sandbox is killed from outside).

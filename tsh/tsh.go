@@ -224,7 +224,7 @@ func (s *Shell) list() int {
 			fmt.Fprintf(s.Stdout, "%s\n", e.Name)
 		}
 	}
-	s.listMCP() // issue 13: SERVER.TOOL of the declared MCP servers
+	s.listMCP() // SERVER.TOOL of the declared MCP servers
 	return ExitOK
 }
 
@@ -302,7 +302,7 @@ func (s *Shell) update(fn func(*toolctx.State) error) int {
 // loaded resolves name (all layers) and returns its context entry. Loading a
 // tool that could not run is refused: the context lists only callable tools.
 func (s *Shell) loaded(name string) (toolctx.Loaded, error) {
-	if t, ok, err := s.mcpTool(name); ok { // issue 13: an MCP tool, with its compact schema
+	if t, ok, err := s.mcpTool(name); ok { // An MCP tool, with its compact schema
 		if err != nil {
 			return toolctx.Loaded{}, err
 		}

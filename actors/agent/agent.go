@@ -47,7 +47,7 @@ type Actor struct {
 	routed map[string]int
 	// spawned numbers session actors: each takes a name of its own, so a
 	// passivated one that still holds its name while it stops is never in
-	// the way, and nothing here grows with passivations (issue 15 item 1).
+	// the way, and nothing here grows with passivations.
 	spawned int
 
 	// live is every accepted connection (idle ones included), touched by the
@@ -92,7 +92,7 @@ func (a *Actor) Receive(c actor.Context) {
 		// A crash: this incarnation's listener, connections and goroutines
 		// go with it, so the next one can bind the socket again. Its
 		// sessions were stopped first (they conclude an active run as
-		// interrupted, not as a shutdown's cancel). issue 15 item 5
+		// interrupted, not as a shutdown's cancel).
 		a.onStopping()
 	case *stateSizes:
 		c.Respond(&sizes{len(a.sessions), len(a.keeps), len(a.routed)})
@@ -182,8 +182,8 @@ func openSessions(cfg *config.Config, name string) [][2]string {
 }
 
 // tailBytes is how much of a log's end openSessions reads: a done frame
-// is far shorter, so a last line longer than this is not one (issue 15:
-// a start with thousands of sessions reads kilobytes each, not their logs).
+// is far shorter, so a last line longer than this is not one
+// (a start with thousands of sessions reads kilobytes each, not their logs).
 const tailBytes = 64 << 10
 
 // readTail reads at most limit bytes from the end of the file at path.
@@ -260,7 +260,7 @@ func (a *Actor) accept(root *actor.RootContext, self *actor.PID) {
 func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 	defer root.Send(self, &connClosed{conn: conn})
 	defer func() { a.liveMu.Lock(); delete(a.live, conn); a.liveMu.Unlock() }()
-	// issue 15 item 4: the daemon answers ping before its installs are
+	// The daemon answers ping before its installs are
 	// done; a request that may start a sandbox waits for them.
 	select {
 	case <-a.cfg.Warmed():
@@ -276,7 +276,7 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 			if err != nil {
 				w.Answer("eof")
 			} else if req, perr := ipc.ParseRequest(line); perr == nil && req.Op == ipc.OpCancel {
-				// issue 16 item 12: a cancel on the connection that is asked
+				// A cancel on the connection that is asked
 				// (`ctx agent send`'s Ctrl+C) cancels the run; the approval
 				// is recorded as not given. The cancel goes first, so the
 				// run ends cancelled rather than running its next step.
@@ -319,7 +319,7 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 }
 
 // checkWorkspace judges a request's workspace once, before anything is
-// recorded (interfaces.md, issue 11): an existing directory the owner can
+// recorded (interfaces.md): an existing directory the owner can
 // write, opened without a symlink after its own path is resolved, not /,
 // the owner's home or an ancestor of it unless .d/protect allows it, not
 // inside CTX_ROOT or the runtime dir. The request then carries its real
@@ -359,7 +359,7 @@ func (a *Actor) onIncoming(c actor.Context, m *incoming) {
 	}
 	key := session.Key{Agent: a.name, Scope: m.req.Scope, Name: m.req.Session}
 	if _, live := a.sessions[key]; !live && m.req.Op == ipc.OpRemove {
-		// issue 18 item 1: removing a session that does not exist creates nothing.
+		// Removing a session that does not exist creates nothing.
 		if _, err := os.Lstat(a.cfg.Layout.SessionDir(a.name, key.Scope, key.Name)); errors.Is(err, os.ErrNotExist) {
 			f := ipc.ErrorFrame("", ipc.Errorf(ipc.CodeNotFound, "no such session %s (%s)", key.Name, key.Scope))
 			f.Session = key.Name
@@ -426,7 +426,7 @@ func (a *Actor) onConnClosed(c actor.Context, m *connClosed) {
 
 // onSessionIdle passivates an idle session: it is forgotten and stopped
 // when every request routed to it has reached it (so none is lost), and
-// its Keep (empty: it has no follower) goes with it. issue 15 item 1
+// its Keep (empty: it has no follower) goes with it.
 func (a *Actor) onSessionIdle(c actor.Context, m *session.Idle) {
 	pid, ok := a.sessions[m.Key]
 	if !ok || !pid.Equal(m.PID) || a.routed[pid.Id] != m.Seen {

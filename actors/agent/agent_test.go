@@ -62,7 +62,7 @@ func TestStopWithIdleConnection(t *testing.T) {
 
 // TestPassivationLeavesNothingBehind: sessions that come and go through
 // passivation leave no entry in the agent actor's maps, however many
-// there were (issue 15 item 1: idle sessions cost nothing).
+// there were (idle sessions cost nothing).
 func TestPassivationLeavesNothingBehind(t *testing.T) {
 	sys, pid, c := startAgent(t, 20*time.Millisecond)
 	defer func() { sys.Root.StopFuture(pid).Wait() }()

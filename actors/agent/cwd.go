@@ -12,7 +12,7 @@ import (
 )
 
 // checkCwd refuses a cwd that cannot exist in the request's view before
-// anything is recorded (issue 16 item 15): bwrap would fail to chdir after
+// anything is recorded: bwrap would fail to chdir after
 // the user message was committed, and the error would blame bubblewrap.
 // Without a workspace only /home/agent (the agent's home) is there; under
 // /workspace the directory must exist in the workspace. A cwd elsewhere

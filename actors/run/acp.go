@@ -1,6 +1,6 @@
 package run
 
-// acp-v1 runs (issue 14 item 2): the agent process is an Agent Client
+// acp-v1 runs: the agent process is an Agent Client
 // Protocol agent, started once per run in the run's sandbox; the run is its
 // ACP client (internal/acpclient over github.com/coder/acp-go-sdk):
 // initialize, session/new, one session/prompt with the send's input. Every

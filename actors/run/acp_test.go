@@ -7,7 +7,7 @@ import (
 )
 
 // TestTermOutputCut: a terminal keeps at most its limit, cut from the
-// beginning on a character boundary (ACP terminal/output). spec: issue 14
+// beginning on a character boundary (ACP terminal/output).
 func TestTermOutputCut(t *testing.T) {
 	tm := &term{limit: 8}
 	_, _ = tm.Write([]byte("abc"))
@@ -27,7 +27,7 @@ func TestTermOutputCut(t *testing.T) {
 }
 
 // TestEnvKeyOK: an agent's terminal env never sets PATH or CTX_*.
-// spec: issue 14, X11
+// spec: X11
 func TestEnvKeyOK(t *testing.T) {
 	for k, ok := range map[string]bool{"FOO": true, "foo_1": true, "_X": true, "PATH": false, "CTX_RUN": false,
 		"": false, "1A": false, "A-B": false, "A=B": false} {

@@ -19,7 +19,7 @@ import (
 	"github.com/cortexfs/ctx/ipc"
 )
 
-// Terminal bounds (issue 14): the output an agent may read back, and how
+// Terminal bounds: the output an agent may read back, and how
 // many terminals one run may hold (each is also one of its 8 calls).
 const (
 	MaxTerminalOutput = 1 << 20

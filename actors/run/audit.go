@@ -8,7 +8,7 @@ import (
 
 // audit is what a run's writable host directories held at its start that
 // runs code on the host (hooks, git config, repositories, granted
-// protected names), compared at its end (issue 11).
+// protected names), compared at its end.
 type audit struct {
 	l     layout.Layout
 	g     workspace.Grants

@@ -25,7 +25,7 @@ func (a *Actor) onCancel(c actor.Context) {
 		a.model.cancel() // spec: X12 — the HTTP stream is aborted at once
 	}
 	if a.acp != nil {
-		a.onACPCancel(c) // issue 14: session/cancel, then SIGTERM → grace → SIGKILL once done is durable
+		a.onACPCancel(c) // Session/cancel, then SIGTERM → grace → SIGKILL once done is durable
 	}
 	a.endToolCall(c, envelope.StatusCancelled, "cancelled")
 	a.conclude(c, &ipc.Frame{Type: ipc.TypeCancelled}, ipc.StatusCancelled)
@@ -34,7 +34,7 @@ func (a *Actor) onCancel(c actor.Context) {
 // conclude emits the one conclusion (if any) and done. Only the host does
 // (X7, X8). A run with a workspace first compares it with the snapshot
 // taken at its start, off the actor, and warns of what now runs code on
-// the host (issue 11); nothing more is recorded meanwhile.
+// the host; nothing more is recorded meanwhile.
 // In phase loading or running: → concluding (the audit) or → concluded.
 func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 	if a.phase.concluded() {
@@ -160,7 +160,7 @@ func (a *Actor) onStopping() {
 // onStopped: the run is over and its children are stopped. What is still
 // in its cgroup after the grace (a tool being terminated, anything that
 // escaped its sandbox's teardown) is killed and the cgroup removed, off
-// the actor (issue 11 item 7).
+// the actor.
 func (a *Actor) onStopped() {
 	a.closeGroup(a.cfg.CancelGrace)
 	a.unwatchDisk()

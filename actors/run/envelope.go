@@ -46,7 +46,7 @@ func (a *Actor) startStep(c actor.Context) {
 	}
 	view := a.view
 	opts := proc.Options{Bwrap: a.cfg.Bwrap, Roots: a.cfg.Roots, Ident: a.view.Identity(),
-		Enter: a.group.EnterFunc(), Place: a.group.PlaceFunc()} // issue 11: born in the run's cgroup (v1), else placed while held
+		Enter: a.group.EnterFunc(), Place: a.group.PlaceFunc()} // Born in the run's cgroup (v1), else placed while held
 	env := envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
 		HistoryMessages: a.spec.History, Observation: a.obs}
 	prep := a.prep
@@ -73,7 +73,7 @@ func (a *Actor) startStep(c actor.Context) {
 		if prep != nil {
 			// spec: X5 R4 — the envelope carries the budgeted view `ctx agent
 			// prompt` prints and the start hash describes: the history view
-			// and the tool context as rendered for this step (issue 16 item 3).
+			// and the tool context as rendered for this step.
 			res, err := prep.Render(prep.Selection(), tools, nil)
 			if err != nil {
 				root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.Code(err)})
@@ -90,7 +90,7 @@ func (a *Actor) startStep(c actor.Context) {
 			return
 		}
 		opts.Stdin = stdin
-		// issue 11: the view is built here, off the actor (it walks the
+		// The view is built here, off the actor (it walks the
 		// workspace); its descriptors close once bwrap has them, its
 		// placeholders go once the step ended.
 		spec, held, err := view.Build([]string{view.AgentPath()}, agentEnv)
@@ -107,7 +107,7 @@ func (a *Actor) startStep(c actor.Context) {
 			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}
-		// issue 15 item 5: if this incarnation crashes or stops before it
+		// If this incarnation crashes or stops before it
 		// learns of the process (stepStarted still in its mailbox, or
 		// delivered to a restarted incarnation), the process still ends.
 		cfg.Procs.Add(1)
@@ -134,7 +134,7 @@ func (a *Actor) startStep(c actor.Context) {
 func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 	if m.gen != a.gen {
 		// A start this incarnation did not ask for (its crashed
-		// predecessor's): never let it run. issue 15 item 5
+		// predecessor's): never let it run.
 		if m.p != nil {
 			m.p.Kill()
 		}
@@ -249,7 +249,7 @@ func (a *Actor) onAgentLine(c actor.Context, m *agentLine) {
 		}
 		a.call = ln
 	case "usage":
-		// issue 18: an executable agent may report its model use; it is
+		// An executable agent may report its model use; it is
 		// summed into the done frame's usage, and into usage_by_model under
 		// the definition's preferred .d/model when it has one.
 		u := &provider.Usage{Input: ln.Usage.Input, Output: ln.Usage.Output, CacheRead: ln.Usage.CacheRead, CacheWrite: ln.Usage.CacheWrite}

@@ -2,7 +2,7 @@ package run
 
 import "github.com/cortexfs/ctx/internal/agentdef"
 
-// The bounds of one run, in one place (issue 17 item 2).
+// The bounds of one run, in one place.
 const (
 	// MaxCalls is the tool calls a run may make, model runs included
 	// (spec: X6); the ninth concludes the run with limit_exceeded.

@@ -54,7 +54,7 @@ type Cancel struct{}
 type ApprovalNeeded struct {
 	Run, CallID, Name string
 	Args              []string
-	MCP               *ipc.MCPCall // an MCP tool call: server, tool, arguments, hints (issue 13)
+	MCP               *ipc.MCPCall // an MCP tool call: server, tool, arguments, hints
 }
 
 // ApprovalAnswer is the session's answer: decision is allow_once, deny,
@@ -111,7 +111,7 @@ type agentExited struct {
 	stderr []byte
 }
 
-// acp-v1 continuations (issue 14; see acp.go).
+// acp-v1 continuations (see acp.go).
 
 type acpStarted struct {
 	p    *proc.Proc

@@ -27,10 +27,10 @@ const (
 	// (4xx, malformed stream, failure after output began).
 	CodeProviderError = "provider_error"
 	// CodeTruncated: the model's reply was cut at its output limit inside a
-	// tool call; no call of that reply was run (issue 16 item 6).
+	// tool call; no call of that reply was run.
 	CodeTruncated = "truncated"
 	// CodeRefused: the model refused, or the provider's content filter
-	// stopped the reply; the message carries the refusal (issue 16 item 6).
+	// stopped the reply; the message carries the refusal.
 	CodeRefused = "refused"
 )
 
@@ -65,7 +65,7 @@ type modelCandidate struct {
 }
 
 // modelPrepared reports what one dispatch's render left out or cut, so it
-// is announced (issue 16 item 2).
+// is announced.
 type modelPrepared struct {
 	turn     int
 	warnings []string
@@ -155,9 +155,9 @@ func (a *Actor) modelTurn(c actor.Context) {
 		sawBudget, other := false, false
 		current := "" // the candidate being tried: prepare runs before its stream, in this goroutine
 		// spec: W6 W8 — each candidate gets its own render within its own
-		// budget, and so does every turn (issue 16 items 1, 2). The tool
+		// budget, and so does every turn. The tool
 		// context is read again, so a `tsh load` during the run is seen by
-		// the next turn (issue 16 item 5).
+		// the next turn.
 		prepare := func(model string) (provider.Request, bool, string) {
 			cd, ok := candidate(prep.Candidates, model)
 			if !ok {
@@ -260,7 +260,7 @@ func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
 		for _, st := range e.ev.ServerTools {
 			a.warn(c, []string{serverToolNote(st)})
 		}
-		if e.ev.Usage != nil { // issue 18 item 3: summed over the run's turns, never made up
+		if e.ev.Usage != nil { // Summed over the run's turns, never made up
 			if a.usage == nil {
 				a.usage = &provider.Usage{}
 			}
@@ -303,7 +303,7 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 		a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(code, e.err)), ipc.StatusError)
 		return
 	}
-	// issue 16 item 6: how the reply ended is never dropped.
+	// How the reply ended is never dropped.
 	if m.end.Refused() {
 		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(CodeRefused, "%s", refusalMessage(m.end))), ipc.StatusError)
 		return
@@ -344,7 +344,7 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 			msg.Blocks = m.end.Content // server tool blocks, thinking: replayed verbatim
 		}
 		if call.ArgsError != "" {
-			msg.Args, msg.Input = nil, call.Input // what the model really sent (issue 16 item 9)
+			msg.Args, msg.Input = nil, call.Input // what the model really sent
 		}
 		if i == 0 {
 			msg.Content = m.text.String()
@@ -402,7 +402,7 @@ func (a *Actor) nextModelCall(c actor.Context) {
 		return
 	}
 	if call.ArgsError != "" {
-		// issue 16 item 9: the frame records what the model really sent; the
+		// The frame records what the model really sent; the
 		// call fails as invalid and never runs.
 		a.emit(c, &ipc.Frame{Type: ipc.TypeToolCall, CallID: id, Name: call.Name, Args: []string{}, Input: call.Input})
 		r := &tool.Result{CallID: id, Name: call.Name, Status: envelope.StatusError, Content: "invalid tool input: " + call.ArgsError}

@@ -3,7 +3,7 @@ package run
 import "fmt"
 
 // phase is where a run is in its life; every handler acts only in the
-// phases it names (issue 17 item 2). The transitions, all through enter:
+// phases it names. The transitions, all through enter:
 //
 //	from        on                                   to
 //	loading     defLoaded (definition and prompt ok) running

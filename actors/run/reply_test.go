@@ -31,7 +31,7 @@ func TestCutText(t *testing.T) {
 
 // TestReplyBounded: a reply keeps at most MaxAssistantText bytes (plus a
 // rune's worth, so the cut can end on a boundary) and counts them all.
-// (issue 15 item 3: an agent streaming without end does not grow the daemon)
+// (an agent streaming without end does not grow the daemon)
 func TestReplyBounded(t *testing.T) {
 	var r reply
 	chunk := strings.Repeat("é", 1000) // 2,000 bytes

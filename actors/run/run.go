@@ -42,7 +42,7 @@ type Actor struct {
 	def   *agentdef.Def
 	prep  *runprep.Prepared
 	view  sandbox.View
-	group *cgroup.Group // every process of the run, steps and tool calls (issue 11)
+	group *cgroup.Group // every process of the run, steps and tool calls
 
 	step      int
 	starts    int
@@ -51,7 +51,7 @@ type Actor struct {
 	obs       *envelope.Observation
 
 	model  *model          // a model-backed run's conversation
-	acp    *acpState       // an acp-v1 run's agent and conversation (issue 14)
+	acp    *acpState       // an acp-v1 run's agent and conversation
 	warned map[string]bool // warning texts already emitted (each once per run)
 
 	gen       int        // current step generation
@@ -69,7 +69,7 @@ type Actor struct {
 	// startPending: a process start (a step, or the ACP agent) is under way
 	// off the actor; the run stops only once it has reported.
 	startPending bool
-	audit        *audit // the workspace as the run found it (issue 11)
+	audit        *audit // the workspace as the run found it
 	// diskOff ends the run's registration with the disk reserve watcher.
 	diskOff func()
 }
@@ -181,7 +181,7 @@ func (a *Actor) onStarted(c actor.Context) {
 		}
 		if err == nil && m.perr == nil && def.Kind == agentdef.KindModel && spec.Op != ipc.OpTsh {
 			// A model run's providers, read here rather than on the
-			// actor (issue 17 item 2).
+			// actor.
 			m.disp, m.derr = loadDispatcher(l, log)
 		}
 		root.Send(self, m)
@@ -235,7 +235,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		a.log.Warn("session snapshots not written (the run goes on)", "err", m.prep.SnapshotErr) // R5
 	}
 	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Scope: a.spec.Scope, Run: a.spec.RunID,
-		Tools:     sandbox.NoTools, // issue 11 item 4: an agent step acts only through tool_call
+		Tools:     sandbox.NoTools, // An agent step acts only through tool_call
 		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd, Placeholders: a.cfg.Placeholders, Log: a.log}
 	a.audit = m.audit
 	a.watchDisk(c)

@@ -140,13 +140,12 @@ func (a *Actor) onStopping() {
 		ac.doneSent = true
 		if a.draining {
 			// The drain's grace ran out before the run concluded: the host
-			// concludes it cancelled, as the shutdown asked (issue 16 item 11).
+			// concludes it cancelled, as the shutdown asked.
 			a.append(ipc.Frame{Type: ipc.TypeCancelled, Run: ac.id})
 			a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: ipc.StatusCancelled})
 		} else {
 			// Not a shutdown: the agent actor above crashed (or the
 			// definition went). Concluded like any run the runtime lost.
-			// issue 15 item 5
 			a.append(*ipc.ErrorFrame(ac.id, ipc.Errorf(ipc.CodeInterrupted, "the run stopped inside the runtime before it concluded; it was not retried")))
 			a.append(ipc.Frame{Type: ipc.TypeDone, Run: ac.id, ID: ac.req, Status: "error"})
 		}
@@ -154,7 +153,7 @@ func (a *Actor) onStopping() {
 	a.setActive(nil)
 	a.closeWriter(nil)
 	if a.cfg.MCP != nil {
-		// issue 13: the session's MCP servers stop with it (idle session
+		// The session's MCP servers stop with it (idle session
 		// or shutdown); StopSession does not wait.
 		a.cfg.MCP.StopSession(a.key.Agent, a.key.Scope, a.key.Name)
 	}
@@ -163,7 +162,7 @@ func (a *Actor) onStopping() {
 // onDrain: the daemon is shutting down. Waiting requests never started
 // (nothing of them was recorded) and are told so; the active run is
 // cancelled like a client's cancel (SIGTERM, the grace, SIGKILL), so its
-// followers get its cancelled and done. issue 16 item 11
+// followers get its cancelled and done.
 func (a *Actor) onDrain(c actor.Context) {
 	a.draining = true
 	for _, p := range a.queue {

@@ -87,8 +87,8 @@ func msgSize(m *store.Message) int { return len(m.Text) + len(m.Content) }
 // addMessage appends a committed message to the session's history and,
 // once the history holds a quarter more than MaxPromptHistory, drops the
 // messages neither history_messages nor the prompt can reach any more: an
-// active session's memory is bounded, and what both see is unchanged
-// (issue 15 item 2). The log and messages.jsonl keep every message.
+// active session's memory is bounded, and what both see is unchanged.
+// The log and messages.jsonl keep every message.
 func (a *Actor) addMessage(m store.Message) {
 	a.msgs = append(a.msgs, m)
 	a.msgsSize += msgSize(&m)

@@ -8,7 +8,7 @@ import (
 )
 
 // idleTimer tells a session actor that nothing arrived for SessionIdle
-// (issue 15 item 1: passivation). It stands in for protoactor's receive
+// (passivation). It stands in for protoactor's receive
 // timeout, whose timer goroutine writes the actor context's fields while
 // the mailbox goroutine reads them (a data race `go test -race` found).
 // Here the timer goroutine only sends a message; everything else happens

@@ -26,7 +26,7 @@ func heapInUse() uint64 {
 // An open, active session does not hold its log: a 24 MiB log of one
 // finished run is resumed (served from the file) and replayed by request
 // id, and the live heap with the session open stays a small fraction of
-// the log — before issue 15 item 2 it held every line twice over.
+// the log — before the log's lines were read back from the file it held every line twice over.
 func TestSessionHoldsNotItsLog(t *testing.T) {
 	sys := newSystem(t)
 	cfg := testConfig(t)
@@ -112,7 +112,7 @@ func drain(t *testing.T, cl *client, typ string) (int, string) {
 // MaxPromptHistory, messages neither history_messages nor the prompt can
 // reach are dropped, and both render exactly as from the whole
 // conversation. (The messages share one large string, so the test itself
-// stays small.) issue 15 item 2; X5, W9
+// stays small.) spec: X5, W9
 func TestHistoryTrimKeepsWhatTheWindowSees(t *testing.T) {
 	big := strings.Repeat("m", 1<<20)
 	roles := []string{"user", "tool", "assistant", "error"}

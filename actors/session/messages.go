@@ -33,7 +33,7 @@ type Drain struct{}
 // Idle tells the parent this session has had nothing to do for
 // config.SessionIdle: no run, no queue, no follower. Seen counts the
 // requests it was sent; the parent stops it only when it has routed no
-// more than that, so no request is in flight to it (issue 15 item 1).
+// more than that, so no request is in flight to it.
 type Idle struct {
 	Key  Key
 	Seen int

@@ -15,7 +15,7 @@ import (
 //
 // The requests received are counted across the incarnations of one spawn
 // (the parent counts what it routed to that pid, restarts included), so a
-// session restarted after a crash can still passivate (issue 15 item 5).
+// session restarted after a crash can still passivate.
 func Props(cfg *config.Config, key Key, keep *Keep) *actor.Props {
 	seen := new(int)
 	return actor.PropsFromProducer(func() actor.Actor { return &Actor{cfg: cfg, key: key, keep: keep, seen: seen} },

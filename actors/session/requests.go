@@ -27,7 +27,7 @@ func (a *Actor) onRequest(c actor.Context, m *Request) {
 	}
 	if a.broken != nil {
 		if a.exhausted && !a.replaying {
-			// issue 15 item 3: a full machine is not a corrupt session; the
+			// A full machine is not a corrupt session; the
 			// files are untouched, so try again (a torn last line from a
 			// failed append is repaired on open).
 			a.broken, a.exhausted, a.ready = nil, false, false
@@ -149,7 +149,7 @@ func newRunID(seq int64) string {
 }
 
 // onResume streams the whole committed log from events.jsonl — served by
-// the connection's writer, not held by the actor (issue 15 item 2) — then
+// the connection's writer, not held by the actor — then
 // caught_up, then the active run's frames as they commit.
 func (a *Actor) onResume(m *Request) {
 	m.Conn.SendLog(ipc.LogRange{Path: a.events, From: 0, To: a.end}, false)
@@ -166,7 +166,6 @@ func (a *Actor) onResume(m *Request) {
 // then deleted (sessions.Remove) on a goroutine; requests arriving
 // meanwhile wait in the stash and are served by a fresh log. A session
 // with an active or queued run answers busy and nothing changes.
-// issue 18 item 1
 func (a *Actor) onRemove(c actor.Context, m *Request) {
 	if a.active != nil || len(a.queue) > 0 {
 		msg := "session " + a.key.Name + " has runs waiting"

@@ -31,7 +31,7 @@ type Keep struct {
 	subs followers
 	// owner is held from a log's open to its writer's end: an incarnation
 	// restarted after a crash opens the log only once its predecessor's
-	// open or writer is done, so two never append (issue 15 item 5: the
+	// open or writer is done, so two never append (the
 	// chaos test found duplicate seqs and two done frames).
 	owner sync.Mutex
 }
@@ -44,7 +44,7 @@ type reqInfo struct {
 	done        bool
 	// from is where the run's first line is in events.jsonl (-1 before
 	// it is committed), to where its done line ends: a replay (P4) reads
-	// them from the file, not from memory (issue 15 item 2).
+	// them from the file, not from memory.
 	from, to int64
 }
 
@@ -120,7 +120,7 @@ type Actor struct {
 	ready   bool
 	broken  error
 	// exhausted: broken by a full machine (descriptors, disk, memory), not
-	// by the log: the next request opens the log again (issue 15 item 3).
+	// by the log: the next request opens the log again.
 	exhausted bool
 	seen      *int // requests received by every incarnation of this spawn: passivation asks the parent with it
 	replaying bool // onOpened is answering the stash
@@ -129,9 +129,9 @@ type Actor struct {
 	// vacant: the session was removed; the next request opens a new log.
 	vacant bool
 
-	idle idleTimer // passivation's clock (issue 15 item 1)
+	idle idleTimer // passivation's clock
 
-	// Bounded memory while active (issue 15 item 2): the log's lines stay
+	// Bounded memory while active: the log's lines stay
 	// in events.jsonl and are served from there (resume, P4 replay); the
 	// actor keeps the request-id index, the newest messages the history
 	// window can use, and where the log ends.
@@ -220,7 +220,7 @@ func (a *Actor) onRequestMsg(c actor.Context, m *Request) {
 }
 
 // onCrash answers the request whose handling crashed this incarnation
-// (issue 15 item 5: a client no longer waits forever for a lost request).
+// (a client no longer waits forever for a lost request).
 // What was committed before the crash stays in the log: a retry with the
 // same id replays it, a new id starts afresh.
 func (a *Actor) onCrash() {

@@ -14,7 +14,7 @@ const maxBatch = 64
 
 // frameQueue hands frames from the session actor to its writer. push never
 // blocks: a slow disk makes the queue longer, not the actor stall (STYLE:
-// nothing that can stall runs inside Receive; issue 17 item 2). It holds
+// nothing that can stall runs inside Receive). It holds
 // no more than the actor's own mailbox would: every frame in it came in as
 // a message.
 type frameQueue struct {

@@ -11,7 +11,7 @@ import (
 // The actor's side of the log queue never blocks, however far the writer
 // is behind; the writer gets every frame once, in order, in batches of at
 // most maxBatch, and ends after close only when the queue is drained.
-// (issue 17 item 2: nothing that can stall runs inside Receive.)
+// (nothing that can stall runs inside Receive.)
 func TestFrameQueueNeverBlocksAndKeepsOrder(t *testing.T) {
 	q := newFrameQueue()
 	const n = 10_000 // far more than the old channel's 256

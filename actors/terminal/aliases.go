@@ -7,7 +7,7 @@ import (
 
 // The terminal resource as files (receipts, status, history) lives in
 // internal/termres so that the ctx client reads it without linking the
-// actor runtime (issue 15 item 4); these names keep the actor's code and
+// actor runtime; these names keep the actor's code and
 // its callers unchanged.
 
 // Receipt is termres.Receipt.

@@ -9,7 +9,7 @@ import (
 
 // TestAliveNeedsStartTimeAndBoot: a receipt names a live process only when
 // pid, start time and boot id all match — a reused pid is not the terminal.
-// spec: L2, U2 (issue 16 item 23: liveness that ignored the start time passed)
+// spec: L2, U2 (liveness that ignored the start time passed)
 func TestAliveNeedsStartTimeAndBoot(t *testing.T) {
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {

@@ -30,8 +30,8 @@ func Env(v sandbox.View) map[string]string {
 // (sandbox.View: /ctx with only the allowed tools, /home/agent, the
 // session) with workspace bound writable at /workspace (.git read-only),
 // tsh started there. Neither the socket nor events.jsonl is in the view:
-// ctxterm serves and records them from the host (issue 11 item 5, issue 16
-// item 17). The shell keeps its session and controlling terminal (no
+// ctxterm serves and records them from the host
+// The shell keeps its session and controlling terminal (no
 // --new-session: tsh moves what it runs to a new session) and runs as PID 1
 // of the sandbox (kill(-1) from inside never reaches it), and bwrap dies
 // with ctxterm, its parent. spec: B1 B2 T1
@@ -45,8 +45,8 @@ func Spec(l layout.Layout, def *agentdef.Def, session, id, workspace string, pla
 		return bwrap.Spec{}, nil, err
 	}
 	s.Chdir = layout.SandboxWorkspace // spec: B1, D6
-	s.SharedSession = true            // issue 11 item 5: the shell needs its controlling terminal
-	s.AsPID1 = true                   // issue 11 item 5: kill(-1)/kill(0) from a tool miss the shell
+	s.SharedSession = true            // The shell needs its controlling terminal
+	s.AsPID1 = true                   // Kill(-1)/kill(0) from a tool miss the shell
 	return s, held, nil
 }
 
@@ -78,7 +78,7 @@ type Hold struct {
 // Command is a terminal's argv: ctxterm on the host — it holds the PTY
 // master, serves the socket and writes the resource's events.jsonl — running
 // bwrap (bwrapPath with s), which runs tsh. Only the shell and what it runs
-// are inside the sandbox. spec: T1 T2 T5; issue 11 item 5
+// are inside the sandbox. spec: T1 T2 T5
 func Command(l layout.Layout, agent, session, bwrapPath string, s bwrap.Spec, h Hold) ([]string, error) {
 	if h.FD > 0 && h.FIFO != "" {
 		return nil, errors.New("terminal: a hold descriptor and a hold FIFO")

@@ -13,7 +13,7 @@ import (
 // terminal/events.jsonl -> ../../../../../../../agent/a.d/mount. The next
 // `ctx agent start` creates the target through the link and binds it
 // read-write into the terminal sandbox. Today events.jsonl is never bound
-// (ctxterm writes it from the host). spec: T5 X7; issue 16 item 17
+// (ctxterm writes it from the host). spec: T5 X7
 func TestTerminalEventsSymlinkRefused(t *testing.T) {
 	w := newWorld(t)
 	f := newFake()

@@ -99,7 +99,7 @@ func (a *Actor) onStarted(c actor.Context) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	// A launch receipt from an earlier daemon (or actor) is adopted. Reading
 	// it is file I/O, so it happens off the actor like the adoption itself;
-	// starts and stops wait for it (issue 17 item 2).
+	// starts and stops wait for it.
 	a.adopting = true
 	l, agent, session, launcher, log := a.cfg.Layout, a.agent, a.session, a.launcher, a.log
 	a.goSend(c, func(ctx context.Context) any {
@@ -204,8 +204,8 @@ func (a *Actor) onLaunched(c actor.Context, m *launched) {
 	a.replayStops(c)
 }
 
-// describeTo answers starts with the resource's status, read off the actor
-// (issue 17 item 2). Every start but the first of a launch is Already;
+// describeTo answers starts with the resource's status, read off the actor.
+// Every start but the first of a launch is Already;
 // all are when already is set (the terminal was running).
 func (a *Actor) describeTo(c actor.Context, starts []pendingStart, already bool) {
 	l, agent, session := a.cfg.Layout, a.agent, a.session
@@ -282,7 +282,7 @@ func (a *Actor) onEnded(c actor.Context, m *ended) {
 	rec, ex, held := m.rec, m.exit, a.held
 	a.held = nil
 	a.goSend(c, func(ctx context.Context) any {
-		held.Ended() // the sandbox is gone: its placeholders go (issue 11)
+		held.Ended() // the sandbox is gone: its placeholders go
 		c, err := recordEnd(l, rec, reason, ex)
 		return &finished{cleanup: c, err: err}
 	})

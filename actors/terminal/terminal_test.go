@@ -168,7 +168,7 @@ func TestStartStopAdopt(t *testing.T) {
 	// events.jsonl) running bwrap running tsh in /workspace, the workspace
 	// writable with .git read-only, B3 environment only — given to ctxterm
 	// as its environment, never on the command line; neither the socket
-	// nor the events file is in the sandbox. issue 11 item 5, issue 16 item 17
+	// nor the events file is in the sandbox.
 	args := strings.Join(f.argv, " ")
 	if len(f.argv) == 0 || f.argv[0] != filepath.Join(l.BinDir(), "ctxterm") {
 		t.Errorf("argv[0] is not the host's ctxterm: %v", f.argv)

@@ -19,7 +19,7 @@ import (
 type prepared struct {
 	argv []string       // inside the sandbox
 	tool *toolpath.Tool // the checked file of a direct-native tool, bound over argv[0]
-	mcp  *mcpPrepared   // an MCP tool call (issue 13): no process of its own
+	mcp  *mcpPrepared   // an MCP tool call: no process of its own
 }
 
 // Layer names of refusals recorded in tool_result frames (V3). The
@@ -66,7 +66,7 @@ func check(ctx context.Context, cfg *config.Config, call Call) (*prepared, *Resu
 		}
 	}
 	if target != "" && call.Name == "tsh" {
-		// issue 13: SERVER.TOOL of a declared MCP server is called by the host.
+		// SERVER.TOOL of a declared MCP server is called by the host.
 		decl, err := mcpTarget(cfg, call.View, target)
 		if err != nil {
 			return deny(LayerMCP, "MCP declarations are invalid, failing closed: "+err.Error())

@@ -68,7 +68,7 @@ func decideMCP(def *agentdef.Def, name string) policy.Decision {
 // declared MCP server: the agent policy on SERVER.TOOL (deny wins; a
 // denied call never starts or reaches the server), then the server's
 // tool list and the arguments validated against the tool's input schema
-// (a mismatch is an error result, never a tools/call). spec: issue 13
+// (a mismatch is an error result, never a tools/call).
 func checkMCP(ctx context.Context, cfg *config.Config, call Call, target string, decl *mcpconf.Server, words []string) (*prepared, *Result) {
 	server, toolName, _ := mcphost.SplitName(target)
 	deny := func(layer, why string) (*prepared, *Result) {

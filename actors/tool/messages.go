@@ -19,7 +19,7 @@ type Call struct {
 	// before spawning.
 	Ask bool
 	// Group is the run's cgroup: the call's sandbox joins it before it
-	// runs anything (issue 11 "Limits per run"); nil places nothing.
+	// runs anything (docs/limits.md); nil places nothing.
 	Group *cgroup.Group
 }
 
@@ -39,7 +39,7 @@ type Result struct {
 // NeedApproval is sent to the parent before spawn when Ask is set.
 type NeedApproval struct {
 	CallID string
-	MCP    *ipc.MCPCall // set for an MCP tool call (issue 13)
+	MCP    *ipc.MCPCall // set for an MCP tool call
 }
 
 // Approved answers NeedApproval: only DecisionAllowOnce runs the call (A3).

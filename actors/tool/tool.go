@@ -48,7 +48,7 @@ func (a *Actor) Receive(c actor.Context) {
 		a.p = m.p // the spawn goroutine's watcher ends it when a.ctx is cancelled
 	case *actor.Stopping:
 		// spec: X12 — the process watcher sends SIGTERM to everything in the
-		// sandbox, waits CTX_CANCEL_GRACE, then SIGKILLs it (issue 16 item 13).
+		// sandbox, waits CTX_CANCEL_GRACE, then SIGKILLs it.
 		a.cancel()
 		if a.prep != nil && a.prep.tool != nil {
 			a.prep.tool.Close()
@@ -87,7 +87,7 @@ func (a *Actor) onChecked(c actor.Context, m *checked) {
 		// spec: A2 — after every check, before spawn.
 		need := &NeedApproval{CallID: a.call.CallID}
 		if a.prep.mcp != nil {
-			need.MCP = a.prep.mcp.approvalOf() // server, tool, arguments, hints (issue 13)
+			need.MCP = a.prep.mcp.approvalOf() // server, tool, arguments, hints
 		}
 		c.Send(c.Parent(), need)
 		return
@@ -120,7 +120,7 @@ func (a *Actor) report(c actor.Context, r *Result) {
 func (a *Actor) spawn(c actor.Context) {
 	a.spawned = true
 	if p := a.prep.mcp; p != nil {
-		// issue 13: the host calls the server; the call ends with a.ctx
+		// The host calls the server; the call ends with a.ctx
 		// (the SDK then sends notifications/cancelled for it).
 		a.starting = true
 		self, root, ctx, cfg, call := c.Self(), c.ActorSystem().Root, a.ctx, a.cfg, a.call
@@ -129,7 +129,7 @@ func (a *Actor) spawn(c actor.Context) {
 	}
 	if t := a.prep.tool; t != nil {
 		// What runs is what was checked and, in ask mode, approved: a file
-		// replaced or rewritten since fails closed (issue 16 item 20).
+		// replaced or rewritten since fails closed.
 		if err := t.Unchanged(); err != nil {
 			a.report(c, &Result{CallID: a.call.CallID, Name: a.call.Name, Status: envelope.StatusDenied,
 				Content: err.Error() + "; nothing ran", Layer: LayerChanged})
@@ -138,12 +138,12 @@ func (a *Actor) spawn(c actor.Context) {
 	}
 	v := a.call.View
 	v.Tsh = a.prep.tool == nil     // tsh itself runs (list, load, pin, context …)
-	v.Tools = sandbox.AllowedTools // issue 11 item 4: only what the policy allows is visible
+	v.Tools = sandbox.AllowedTools // Only what the policy allows is visible
 	argv := a.prep.argv
 	tool := a.prep.tool
 	a.prep.tool = nil // the goroutine owns the checked file from here
 	opts := proc.Options{Bwrap: a.cfg.Bwrap, Roots: a.cfg.Roots, Ident: v.Identity(),
-		Enter: a.call.Group.EnterFunc(), Place: a.call.Group.PlaceFunc()} // issue 11: the run's cgroup, before the tool runs
+		Enter: a.call.Group.EnterFunc(), Place: a.call.Group.PlaceFunc()} // The run's cgroup, before the tool runs
 	a.starting = true
 	a.cfg.Procs.Add(1)
 	self, root, ctx := c.Self(), c.ActorSystem().Root, a.ctx
@@ -152,7 +152,7 @@ func (a *Actor) spawn(c actor.Context) {
 	// The fork/exec and every wait run off the actor (STYLE: Receive never blocks).
 	go func() {
 		defer a.cfg.Procs.Done()
-		// issue 11: the view is built off the actor (it walks the
+		// The view is built off the actor (it walks the
 		// workspace); its descriptors close once bwrap has them, its
 		// placeholders go once the tool ended.
 		spec, held, err := v.Build(argv, v.ToolEnv())
@@ -177,7 +177,7 @@ func (a *Actor) spawn(c actor.Context) {
 		}
 		// The watcher ends the process when the call is cancelled or the
 		// actor stops — also when that happened while it was starting
-		// (issue 16 item 21): a started message could reach a stopped actor.
+		//: a started message could reach a stopped actor.
 		go func() {
 			select {
 			case <-ctx.Done():

@@ -17,7 +17,7 @@ import (
 // neither the socket nor the program — until one byte arrives; a hold on a
 // descriptor whose writer goes away without a byte ends ctxterm (125) and
 // the program never runs; a descriptor it inherited is not passed on.
-// spec: U2; issue 16 item 18
+// spec: U2
 func TestHold(t *testing.T) {
 	bin := build(t)
 	dir := t.TempDir()

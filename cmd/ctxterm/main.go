@@ -5,8 +5,8 @@
 //	ctxterm --listen SOCKET [--events FILE] [--hold-fd N | --hold FIFO] [--sandboxed] -- CMD [ARGS...]
 //
 // The terminal's ctxterm runs on the host, outside the sandbox: CMD is
-// bwrap, and only the shell bwrap starts (and what it runs) is inside
-// (issue 11 item 5). --hold-fd and --hold make ctxterm wait, before it
+// bwrap, and only the shell bwrap starts (and what it runs) is inside.
+// --hold-fd and --hold make ctxterm wait, before it
 // binds the socket or starts CMD, for one byte on descriptor N or from the
 // FIFO: the daemon writes it once the launch root is registered (U2); an
 // EOF, an error or no byte within HoldTimeout ends ctxterm (125) before
@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "ctxterm")
 	// Nothing ctxterm inherited beyond its streams (and the hold
-	// descriptor, closed once read) reaches the program. issue 11 item 1
+	// descriptor, closed once read) reaches the program.
 	if closed, err := fdhygiene.CloseInherited(func(fd int) bool { return fd == *holdFD }); err != nil {
 		log.Error("close inherited descriptors", "err", err)
 		return exitSetup
@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 // seccompFile returns the seccomp BPF program every sandboxed process gets
-// (issue 11: TIOCSTI and TIOCLINUX refused, no ptrace, no namespaces …):
+// (TIOCSTI and TIOCLINUX refused, no ptrace, no namespaces …):
 // ctxterm, on the host, hands it to the terminal's bwrap (--seccomp 3) —
 // under systemd too, where no descriptor reaches the unit from the daemon.
 // A filter that cannot be built fails the start (closed). Tests swap it.

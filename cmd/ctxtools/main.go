@@ -32,7 +32,7 @@ func main() {
 		}
 		name, args = args[0], args[1:]
 	}
-	// SIGTERM (the runtime's cancel, issue 12 bash) cancels the context:
+	// SIGTERM (the runtime's cancel of a bash call) cancels the context:
 	// a tool ends what it started, then exits.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	code := stdtool.Main(ctx, name, args, os.Stdout, os.Stderr)

@@ -9,7 +9,7 @@ import (
 )
 
 func main() {
-	tsh.InitTerminal() // as PID 1 of the terminal's sandbox (issue 11 item 5)
+	tsh.InitTerminal() // as PID 1 of the terminal's sandbox
 	sh, err := tsh.New()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tsh: %v\n", err)

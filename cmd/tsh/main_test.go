@@ -422,7 +422,7 @@ func TestPromptPTY(t *testing.T) {
 	send("hostonly\r") // spec: D5 — no fallback to host commands
 	expect("[exit 127]")
 	expect("tsh> ")
-	// issue 11 item 5: a tool runs without the controlling terminal (no
+	// A tool runs without the controlling terminal (no
 	// TIOCSTI into the prompt's input) unless it declared itself interactive.
 	send("ttycheck a\r")
 	expect("ctty-a:no")
@@ -461,7 +461,6 @@ func interactiveMeta(t *testing.T, dir, name string) {
 
 // tsh call from a terminal (tsh the session leader, as a PTY's program):
 // the tool it becomes has no controlling terminal unless it is interactive.
-// issue 11 item 5
 func TestCallDetachesFromTerminal(t *testing.T) {
 	w := newWorld(t)
 	script(t, w.tools, "ttycheck", ttyCheck, 0o755)

@@ -7,7 +7,7 @@ import (
 	"syscall"
 )
 
-// fds: issue 11 item 1 — use every descriptor above stderr the tool was
+// fds: use every descriptor above stderr the tool was
 // started with: read what it can, append a marker where it can write.
 func init() {
 	register("fds", func(args []string) int {

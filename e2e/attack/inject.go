@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-// inject: issue 11 item 5 — push a command line into a terminal's input
+// inject: push a command line into a terminal's input
 // with TIOCSTI, once with the plain request and once with high bits set
 // (the kernel ignores them; a filter comparing 64 bits would not).
 // Usage: attack inject TTY LINE

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// forkbomb MARKER MAX HOLD: issue 11 item 6 — fork until fork fails (or MAX
+// forkbomb MARKER MAX HOLD: fork until fork fails (or MAX
 // children, so a failing test stays survivable), each child waiting
 // forever; report how many it got, hold them for HOLD, then exit.
 func init() {
@@ -54,7 +54,7 @@ func errOrNil(e syscall.Errno) error {
 	return e
 }
 
-// membomb MIB: issue 11 item 6 — map MIB MiB and touch every page; report
+// membomb MIB: map MIB MiB and touch every page; report
 // how far it got (an OOM kill ends it before the report).
 func init() {
 	register("membomb", func(args []string) int {
@@ -76,7 +76,7 @@ func init() {
 	})
 }
 
-// orphan MARKER HOLD: issue 11 item 7 — leave a detached grandchild
+// orphan MARKER HOLD: leave a detached grandchild
 // (double fork, setsid, SIGTERM ignored, MARKER in its argv), then sleep
 // HOLD as a long tool would.
 func init() {

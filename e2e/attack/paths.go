@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// fsops: issue 11 items 2, 3 — file operations a tool tries on what the
+// fsops: file operations a tool tries on what the
 // sandbox shows. Arguments are a sequence of operations, each printed as
 // OP:PATH=ok or =<error> (or the content read / names listed):
 //

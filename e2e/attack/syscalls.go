@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syscalls: issue 11 item 6 — call every syscall the seccomp filter refuses
+// syscalls: call every syscall the seccomp filter refuses
 // with arguments the kernel itself would reject differently (a bad fd, a
 // bad pointer, an invalid command), so EPERM/ENOSYS (the filter) can be
 // told from EBADF/EFAULT/EINVAL/ESRCH (the kernel). Controls that must

@@ -11,7 +11,7 @@ import (
 	"unsafe"
 )
 
-// issue 11 items 4 and 5: attacks a tool runs from the persistent terminal
+// Attacks a tool runs from the persistent terminal
 // (or as a tool call) on the terminal's host, its shell and the view.
 func init() {
 	// tiocsti plain|high MARKER: push "attack mark MARKER\r" into the

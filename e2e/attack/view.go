@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// view: issue 11 item 4 — list the tool files this sandbox shows and try
+// view: list the tool files this sandbox shows and try
 // to run the named ones directly, without tsh or the host's checks.
 // Usage: attack view TOOL...
 func init() {

@@ -1,4 +1,4 @@
-// Command mcpfake is an MCP server for the e2e tests of issue 13, built
+// Command mcpfake is an MCP server for the e2e tests of MCP servers as tsh tools, built
 // with the official Go SDK. `mcpfake MODE`:
 //
 //	ok       serves tools hello, big (a 10 MiB text), slow (waits for its

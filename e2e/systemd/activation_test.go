@@ -179,7 +179,7 @@ func TestSocketActivation(t *testing.T) {
 		t.Errorf("the daemon replaced the activated socket %s instead of serving it", sock)
 	}
 	// The daemon runs ctx daemon as ExecStart says, with the unit's CTX_ROOT;
-	// ctx execs ctxd beside it in the same process (issue 15 item 4).
+	// ctx execs ctxd beside it in the same process.
 	if cmdline, _ := os.ReadFile("/proc/" + pid1 + "/cmdline"); string(cmdline) != filepath.Join(filepath.Dir(ctx), "ctxd")+"\x00daemon\x00" {
 		t.Errorf("main pid %s runs %q", pid1, cmdline)
 	}

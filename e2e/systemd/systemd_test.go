@@ -57,7 +57,7 @@ func TestSystemdLauncher(t *testing.T) {
 	spec := terminal.LaunchSpec{
 		Command: func(h terminal.Hold) ([]string, error) {
 			// Held on the FIFO until the launch root is registered (U2,
-			// issue 16 item 18), then a backgrounded child that ignores
+			// ), then a backgrounded child that ignores
 			// SIGHUP and SIGTERM: only the control group kill
 			// (KillMode=control-group) ends it.
 			return []string{"/bin/sh", "-c", "head -c1 <" + h.FIFO + " >/dev/null || exit 125; sh -c 'trap \"\" HUP TERM; exec sleep 1000' & exec sleep 1000"}, nil

@@ -72,12 +72,12 @@ func main() {
 	case "echo":
 		delta("echo: " + strings.Join(words[1:], " "))
 	case "usage":
-		// issue 18: report model use, as an agent calling a model would
+		// Report model use, as an agent calling a model would
 		delta("counted")
 		fmt.Println(`{"type":"usage","input":1000,"output":100,"cache_read":10}`)
 		fmt.Println(`{"type":"usage","input":500,"output":50}`)
 	case "view":
-		// issue 11 item 4: what tool files an agent step sees, and whether it
+		// What tool files an agent step sees, and whether it
 		// can exec a tool by path.
 		var seen []string
 		for _, d := range []string{"/ctx/bin", "/ctx/tool"} {
@@ -90,7 +90,7 @@ func main() {
 		err := exec.Command("/ctx/tool/" + arg(1)).Run()
 		delta(fmt.Sprintf("view: seen=%s exec=%v", strings.Join(seen, ","), err))
 	case "fds":
-		// issue 11 item 1: the descriptors this step was started with.
+		// The descriptors this step was started with.
 		ents, _ := os.ReadDir("/proc/self/fd")
 		var fds []string
 		for _, e := range ents {
@@ -159,7 +159,7 @@ func main() {
 			delta(chunk)
 		}
 	case "see":
-		// issue 11 item 4: an agent step sees no tool files at all.
+		// An agent step sees no tool files at all.
 		var res []string
 		for _, p := range words[1:] {
 			if ents, err := os.ReadDir(p); err == nil {

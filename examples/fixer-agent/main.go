@@ -1,5 +1,5 @@
-// Command fixer-agent is a scripted sdk-envelope-v1 agent for `make demo`
-// (issue 12): no model and no API key, yet it does real work through the
+// Command fixer-agent is a scripted sdk-envelope-v1 agent for `make demo`:
+// no model and no API key, yet it does real work through the
 // real runtime. Asked to fix the failing test in its workspace, it runs the
 // test with the standard `bash` tool, finds the function with `grep`, reads
 // the file with `read`, fixes it with `edit`, and runs the test again — each

@@ -1,5 +1,5 @@
 // Package acpbridge makes a ctx agent an Agent Client Protocol agent for an
-// editor (issue 14, `ctx acp AGENT`): ACP sessions are ctx sessions,
+// editor (`ctx acp AGENT`): ACP sessions are ctx sessions,
 // session/prompt is the pinned `send` op, session/load is `resume`,
 // session/cancel is `cancel`, and an approval_request becomes
 // session/request_permission whose answer goes back as the pinned `approve`

@@ -14,7 +14,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// spec: issue 14 — prompt blocks become one send input; images and audio
+// spec: prompt blocks become one send input; images and audio
 // are refused (the initialize answer says image: false).
 func TestPromptText(t *testing.T) {
 	cases := []struct {
@@ -44,7 +44,7 @@ func TestPromptText(t *testing.T) {
 	}
 }
 
-// spec: issue 14, P4 — the request id is a function of session and key,
+// spec: P4 — the request id is a function of session and key,
 // valid on the wire, and the editor's message id wins over the turn key.
 func TestRequestID(t *testing.T) {
 	p := acp.PromptRequest{SessionId: "s"}
@@ -71,7 +71,7 @@ func TestRequestID(t *testing.T) {
 	}
 }
 
-// spec: issue 14 — frames map to the ACP updates an editor shows.
+// spec: frames map to the ACP updates an editor shows.
 func TestUpdates(t *testing.T) {
 	kind := func(us []acp.SessionUpdate) string {
 		var out []string
@@ -112,7 +112,7 @@ func TestUpdates(t *testing.T) {
 	}
 }
 
-// spec: issue 14 — the stop reason is mapped from done.
+// spec: the stop reason is mapped from done.
 func TestConclude(t *testing.T) {
 	cases := []struct {
 		status, code string
@@ -141,7 +141,7 @@ func TestConclude(t *testing.T) {
 	}
 }
 
-// spec: issue 14, A3 — the permission answer maps to the approve decision;
+// spec: A3 — the permission answer maps to the approve decision;
 // no answer is eof.
 func TestDecision(t *testing.T) {
 	sel := func(id string) acp.RequestPermissionResponse {
@@ -164,7 +164,7 @@ func TestDecision(t *testing.T) {
 	}
 }
 
-// spec: issue 14 — lines that are not one JSON object are answered, not dropped.
+// spec: lines that are not one JSON object are answered, not dropped.
 func TestMalformed(t *testing.T) {
 	cases := []struct {
 		line string

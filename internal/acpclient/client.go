@@ -1,5 +1,5 @@
-// Package acpclient is ctx's side of an ACP agent run under ctx (issue 14,
-// `.d/abi` acp-v1, run by actors/run; see the README): it is the
+// Package acpclient is ctx's side of an ACP agent run under ctx
+// (`.d/abi` acp-v1, run by actors/run; see the README): it is the
 // agent's acp.Client, mapping its session/updates to ctx frames, its
 // fs/read_text_file and fs/write_text_file to reads and writes resolved in
 // the agent's own sandbox view (writes only under /workspace), and its permission requests and

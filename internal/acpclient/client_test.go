@@ -100,7 +100,7 @@ func pair(t *testing.T, c *Client) *acp.AgentSideConnection {
 	return asc
 }
 
-// spec: issue 14 — an ACP agent's file requests, updates and permission
+// spec: an ACP agent's file requests, updates and permission
 // requests through the SDK: a read and a write inside the workspace work, a
 // write outside is refused, updates become frames, a flood is cut off.
 func TestClientThroughSDK(t *testing.T) {
@@ -187,7 +187,7 @@ func eventually(t *testing.T, cond func() bool) {
 }
 
 // TestThrottle: a reader full of updates waits (bounded) for the client
-// to handle them instead of racing ahead of the SDK's queue. spec: issue 14
+// to handle them instead of racing ahead of the SDK's queue.
 func TestThrottle(t *testing.T) {
 	c := New(Host{Frame: func(*ipc.Frame) {}})
 	line := `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n"

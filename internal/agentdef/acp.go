@@ -10,7 +10,7 @@ import (
 	"github.com/cortexfs/ctx/internal/mcpconf"
 )
 
-// ACPLaunch is .d/acp.json of an acp-v1 agent (issue 14 item 2): how to
+// ACPLaunch is .d/acp.json of an acp-v1 agent: how to
 // start an installed ACP agent. Command, when set, is an absolute host path
 // run at the same path inside the sandbox, and Binds are host paths of its
 // installation bound read-only at the same path (what `ctx agent create

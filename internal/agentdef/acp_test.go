@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestLoadACP: .d/abi acp-v1 loads as an executable agent with its ABI;
-// .d/acp.json is validated and needs acp-v1. spec: issue 14, X1
+// TestLoadACP: .d/abi acp-v1 loads as an executable agent with its ABI;.
+// d/acp.json is validated and needs acp-v1. spec: X1
 func TestLoadACP(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

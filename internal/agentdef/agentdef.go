@@ -25,7 +25,7 @@ import (
 )
 
 // Executable-agent ABIs: ABI is sdk-envelope-v1 (X1), the default of
-// --exec; ABIACP is an Agent Client Protocol agent (issue 14 item 2) that
+// --exec; ABIACP is an Agent Client Protocol agent that
 // ctx runs as its ACP client over stdin/stdout.
 const (
 	ABI    = "sdk-envelope-v1"
@@ -87,10 +87,10 @@ type Def struct {
 	Network  bool
 	NetLocal []netip.AddrPort
 	// Limits of every run, from .d/limits (limits.Default where absent;
-	// issue 11 "Limits per run").
+	// "Limits per run").
 	Limits limits.Limits
 	// Protect is .d/protect: explicit, logged exceptions to the protected
-	// paths and directories (issue 11).
+	// paths and directories.
 	Protect workspace.Grants
 }
 
@@ -170,7 +170,7 @@ func ReadProtect(ctl string) (workspace.Grants, error) {
 // ReadControl reads one control file safely: never through a symlink,
 // never blocking on a FIFO, regular files only, at most MaxControl bytes;
 // each refusal wraps ErrInvalid, a missing file fs.ErrNotExist. The one
-// reader of control files (issue 17 item 1: window's setter used its own).
+// reader of control files (window's setter used its own).
 func ReadControl(path string) ([]byte, error) {
 	// O_NOFOLLOW: a symlink is refused, never followed; O_NONBLOCK: a FIFO
 	// cannot block the open (it is then refused as not a regular file).
@@ -287,7 +287,7 @@ func CheckCTXPath(v string) error {
 }
 
 // OpenWorkspace judges a workspace for agent, the one rule set for the
-// agent socket and the terminal (issue 17 item 1): an absolute existing
+// agent socket and the terminal: an absolute existing
 // directory the owner can write, its own path resolved, then opened without
 // a symlink; not /, the owner's home or an ancestor of it unless the
 // agent's .d/protect allows it; not inside CTX_ROOT or the runtime dir

@@ -133,7 +133,7 @@ func Create(l layout.Layout, name string, o CreateOptions) error {
 			files[4].value = o.ABI + "\n"
 		}
 	} else {
-		// issue 12: a model agent may use the standard toolset (and the
+		// A model agent may use the standard toolset (and the
 		// tools named with --tools) out of the box; the file says how to
 		// narrow or widen it.
 		files[5].value = toolset.DefaultPolicy(o.Tools)

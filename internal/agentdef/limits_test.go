@@ -10,7 +10,7 @@ import (
 
 // TestLoadLimits: .d/limits absent gives the defaults, present overrides
 // them, and a bad file makes the definition invalid (fail closed).
-// issue 11: limits per run
+// Limits per run
 func TestLoadLimits(t *testing.T) {
 	l := testLayout(t)
 	execAgent(t, l, "plain", nil)

@@ -31,7 +31,7 @@ func TestSetRefusesValuesTheDefinitionReaderRefuses(t *testing.T) {
 		{"label", "two words"},
 		{"policy", "allow everything"},
 		{"policy", "allow label x"},
-		{"limits", "tasks unlimited"}, // issue 11: limits
+		{"limits", "tasks unlimited"}, // Limits
 		{"limits", "swap 1G"},
 	} {
 		if err := Set(l, "a", c.control, c.value, nil); err == nil {

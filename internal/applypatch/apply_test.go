@@ -18,7 +18,7 @@ func update(t *testing.T, body string) []Chunk {
 	return p.Hunks[0].Chunks
 }
 
-// spec: issue 12 — chunks are located as Codex's seek_sequence does and
+// spec: chunks are located as Codex's seek_sequence does and
 // the file keeps its line endings and its missing final newline.
 func TestApplyChunks(t *testing.T) {
 	tests := []struct {
@@ -74,7 +74,7 @@ func TestApplyChunks(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a 200k-line file: the chunk near its end is found.
+// spec: a 200k-line file: the chunk near its end is found.
 func TestApplyChunksHugeFile(t *testing.T) {
 	var b strings.Builder
 	for i := range 200000 {
@@ -103,7 +103,7 @@ func (m memFiles) ReadFile(name string) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// spec: issue 12 — Apply computes every file's new state, all or nothing.
+// spec: Apply computes every file's new state, all or nothing.
 func TestApply(t *testing.T) {
 	type state struct {
 		existed, exists bool
@@ -193,7 +193,6 @@ func TestApply(t *testing.T) {
 	}
 }
 
-// spec: issue 12
 func TestChanged(t *testing.T) {
 	for _, tc := range []struct {
 		c    Change

@@ -8,7 +8,6 @@ import (
 // FuzzParse: Parse never panics on any text, and applying what it parsed
 // to any content never panics; the result keeps the content's CRLF line
 // endings and (where bytes can tell) its missing final newline.
-// spec: issue 12
 func FuzzParse(f *testing.F) {
 	seeds := []struct{ patch, content string }{
 		{"*** Begin Patch\n*** Add File: a\n+x\n*** End Patch", ""},

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// spec: issue 12 — the apply_patch format as Codex parses it.
+// spec: the apply_patch format as Codex parses it.
 func TestParse(t *testing.T) {
 	full := `*** Begin Patch
 *** Add File: path/new.txt
@@ -122,7 +122,6 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// spec: issue 12
 func TestChunkSidesAndStats(t *testing.T) {
 	p, err := Parse("*** Begin Patch\n*** Update File: a\n@@\n a\n-b\n+B\n+C\n c\n*** Add File: n\n+1\n+2\n*** End Patch")
 	if err != nil {

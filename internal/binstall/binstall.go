@@ -25,7 +25,7 @@ func Install(src, binDir string) error {
 // they differ. A missing src is not an error. The copy takes src's
 // modification time, so a dst of the same size and time is taken as
 // unchanged without reading either (rsync's quick check): a daemon start
-// does not read megabytes to find nothing to do (issue 15 item 4).
+// does not read megabytes to find nothing to do.
 func CopyIfChanged(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {

@@ -54,7 +54,7 @@ type Mount struct {
 	Try      bool // skip silently when Src is missing
 	// FD, when not 0, binds this descriptor (a number in bwrap's process,
 	// from Spec.Pass) instead of Src: --bind-fd/--ro-bind-fd, so what the
-	// host checked is what is mounted (issue 11). Src is then only a label.
+	// host checked is what is mounted. Src is then only a label.
 	FD int
 }
 
@@ -130,7 +130,7 @@ type Spec struct {
 	// starter's session and keeps its controlling terminal. Only the
 	// terminal's shell needs it (its host, ctxterm, holds the PTY outside
 	// the sandbox); what the shell runs gets a new session from tsh, and
-	// TIOCSTI is refused by seccomp (issue 11 item 5). The zero value keeps
+	// TIOCSTI is refused by seccomp. The zero value keeps
 	// --new-session.
 	SharedSession bool
 	// AsPID1 runs the program as PID 1 of the sandbox's PID namespace

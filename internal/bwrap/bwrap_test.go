@@ -196,7 +196,6 @@ func TestFDMountsAndSeccomp(t *testing.T) {
 
 // The terminal's shell keeps its session (its host holds the PTY outside the
 // sandbox), runs as PID 1, and read-only remounts come after every mount.
-// issue 11 items 4 and 5
 func TestArgsSharedSessionPID1RemountRO(t *testing.T) {
 	a, err := Spec{Argv: []string{"/bin/true"}}.Args()
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package cgroup confines each run — all of its agent steps and tool calls —
 // to one control group with the agent's limits (.d/limits), and kills what
-// is left in it when the run ends or after a daemon crash (issue 11 items 6
-// and 7, "Limits per run").
+// is left in it when the run ends or after a daemon crash
+// (and 7, "Limits per run").
 //
 // The mode is chosen once per daemon, best first: a transient scope of the
 // systemd user manager (D-Bus), a writable cgroup v2 subtree, cgroup v1
@@ -174,7 +174,7 @@ func (g *Group) PlaceFunc() func(pid int) error {
 
 // Place moves pid — bwrap, held before it runs anything — and everything
 // it already started into the group, creating the group on first use.
-// issue 11: one cgroup per run
+// One cgroup per run
 func (g *Group) Place(pid int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -217,7 +217,7 @@ func (g *Group) Close(grace time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// issue 11 item 7: nothing of a concluded run survives it.
+	// Nothing of a concluded run survives it.
 	var errs []error
 	if err := g.m.b.kill(g.name); err != nil {
 		errs = append(errs, err)
@@ -233,7 +233,7 @@ func (g *Group) Close(grace time.Duration) error {
 
 // Sweep kills and removes every run group of this CTX_ROOT: at daemon start
 // (before serving) they can only be a crashed daemon's. It returns how
-// many it found. issue 11 item 7
+// many it found.
 func (m *Manager) Sweep() (int, error) {
 	n := 0
 	var errs []error

@@ -82,7 +82,7 @@ func TestNice(t *testing.T) {
 }
 
 // TestChoose: the order systemd → v2 → v1 → rlimits, and the reason for
-// each step down. issue 11: limits per run
+// each step down. limits per run
 func TestChoose(t *testing.T) {
 	fake := &fakeConn{}
 	ok := func(context.Context, string, string) (*scopes, error) {
@@ -199,7 +199,7 @@ func (f *fakeConn) GetUnitTypePropertyContext(_ context.Context, unit, _, _ stri
 
 // TestScopes: the first process starts the run's scope with the limits,
 // later ones join it; leftovers are found by the CTX_ROOT's prefix and
-// stopped. issue 11: limits per run (systemd mode)
+// stopped. limits per run (systemd mode)
 func TestScopes(t *testing.T) {
 	f := &fakeConn{}
 	s := &scopes{c: f, prefix: "ctx-7-abc-"}
@@ -276,7 +276,7 @@ func cgroupOf(t *testing.T, pid int, ctrl string) string {
 // TestPlaceHoldsTheWholeSandbox: Place moves bwrap and the PID 1 it already
 // cloned, so the program and everything it starts is in the run's group
 // with its limits; Close kills what is left and removes the group.
-// issue 11: one cgroup per run
+// One cgroup per run
 func TestPlaceHoldsTheWholeSandbox(t *testing.T) {
 	m := v1Machine(t)
 	g := m.Group("run-1-test"+strconv.Itoa(os.Getpid()), limits.Limits{Tasks: 32, Memory: 64 << 20, CPUWeight: 50})
@@ -339,7 +339,7 @@ func TestPlaceHoldsTheWholeSandbox(t *testing.T) {
 
 // TestSweepKillsLeftovers: a group left by a crashed daemon (a process
 // ignoring SIGTERM, detached into its own session) is killed and removed by
-// the next daemon's Sweep. issue 11 item 7
+// the next daemon's Sweep.
 func TestSweepKillsLeftovers(t *testing.T) {
 	m := v1Machine(t)
 	name := "run-9-sweep" + strconv.Itoa(os.Getpid())

@@ -9,7 +9,6 @@ import (
 
 // TestBlocks: streamed Markdown is cut into closed blocks whatever the
 // delta boundaries; a blank line inside a fence does not close a block.
-// spec: issue 18
 func TestBlocks(t *testing.T) {
 	md := "# Title\nPara one\nstill one\n\n- a\n- b\n\n```go\nx := 1\n\ny := 2\n```\nafter fence\n\n   \n~~~~\n~~~\n~~~~\ntail"
 	want := []string{"# Title", "Para one\nstill one", "- a\n- b", "```go\nx := 1\n\ny := 2\n```", "after fence", "~~~~\n~~~\n~~~~"}
@@ -32,7 +31,7 @@ func TestBlocks(t *testing.T) {
 }
 
 // TestMarkdownRender: glamour's output without padding or blank edges,
-// and escape sequences from the text neutralised. spec: issue 18
+// and escape sequences from the text neutralised.
 func TestMarkdownRender(t *testing.T) {
 	m, err := NewMarkdown(60)
 	if err != nil {
@@ -50,7 +49,7 @@ func TestMarkdownRender(t *testing.T) {
 	}
 }
 
-// TestToolLineAndDuration: the finished line of each status. spec: issue 18
+// TestToolLineAndDuration: the finished line of each status.
 func TestToolLineAndDuration(t *testing.T) {
 	for _, tc := range []struct {
 		status, layer, content string

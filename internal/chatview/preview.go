@@ -29,7 +29,7 @@ const MaxPreviewFile = 1 << 20
 const MaxPreviewLines = 200
 
 // Preview is what an approval question shows of a change the call would
-// make (issue 18 item 4): for `write` and `edit` a unified diff of the
+// make: for `write` and `edit` a unified diff of the
 // workspace file against what the call would leave, for `apply_patch` the
 // patch itself. It is computed on the client from the call's argv (the
 // standard tools' grammar: README "The standard toolset") and the

@@ -13,7 +13,7 @@ import (
 
 // TestPreview: the diff an approval question shows for write, edit and
 // apply_patch, computed from the workspace and the call's argv; a note
-// when there is nothing to show. spec: issue 18
+// when there is nothing to show.
 func TestPreview(t *testing.T) {
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "calc.sh"), []byte("# calc\nadd() {\n\techo $(( $1 - $2 ))\n}\n"), 0o644)
@@ -58,7 +58,6 @@ func TestPreview(t *testing.T) {
 }
 
 // TestPreviewBounded: a long change is cut to MaxPreviewLines, counted.
-// spec: issue 18
 func TestPreviewBounded(t *testing.T) {
 	diff, _ := Preview("write", []string{"big", strings.Repeat("line\n", 500)}, t.TempDir())
 	lines := strings.Split(diff, "\n")
@@ -68,7 +67,6 @@ func TestPreviewBounded(t *testing.T) {
 }
 
 // TestUnwrapAndLabel: a model's tsh call is shown as the tool it runs.
-// spec: issue 18
 func TestUnwrapAndLabel(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -88,7 +86,6 @@ func TestUnwrapAndLabel(t *testing.T) {
 
 // TestQuestion: the approval question names the tool and its argv, shows
 // the diff, and ends with the prompt; control characters are neutralised.
-// spec: issue 18
 func TestQuestion(t *testing.T) {
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "f"), []byte("a\n"), 0o644)

@@ -1,5 +1,5 @@
-// Package chatview renders a run's frames for a person at a terminal
-// (issue 18 item 4): the assistant's Markdown through glamour, each tool
+// Package chatview renders a run's frames for a person at a terminal:
+// the assistant's Markdown through glamour, each tool
 // call as one live line that ends with its status and duration, the time
 // spent waiting for the model, and the diff an approval is about.
 //

@@ -54,7 +54,7 @@ func screen(out string) string {
 
 // TestViewRun: a run's frames leave one line per tool call with its status
 // and duration, the Markdown rendered block by block, and a status line
-// with usage and cost. spec: issue 18
+// with usage and cost.
 func TestViewRun(t *testing.T) {
 	var b strings.Builder
 	clk := newClock()

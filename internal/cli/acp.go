@@ -14,7 +14,7 @@ import (
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
-// AcpCmd is `ctx acp AGENT` (issue 14): ctx as an Agent Client Protocol
+// AcpCmd is `ctx acp AGENT`: ctx as an Agent Client Protocol
 // agent on stdin/stdout for an editor. Diagnostics go to stderr.
 type AcpCmd struct {
 	Name  string        `arg:"" help:"Agent name."`

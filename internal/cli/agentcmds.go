@@ -57,7 +57,7 @@ func (c *AgentCreateCmd) Run(env *Env) error {
 		Models: c.Model, Approval: c.Approval, Window: c.Window, Tools: c.Tools})
 }
 
-// acpLaunch is .d/acp.json of an acp-v1 agent (issue 14 item 2), resolved
+// acpLaunch is .d/acp.json of an acp-v1 agent, resolved
 // as `ctx mcp add` resolves a server: an npm bin (a node script, symlinks
 // followed) runs as node on the real script with its node_modules and
 // node's own prefix bound read-only; any other executable runs as the

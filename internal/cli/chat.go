@@ -21,7 +21,7 @@ import (
 // ChatCmd is `ctx agent chat`: the human chat UI (S3, A5). On a terminal it
 // is a line editor (golang.org/x/term: history with ↑/↓, word motions,
 // bracketed paste). The line editor is idle during a run, so the run's
-// output never corrupts the input line: rendered (chatview, issue 18) when
+// output never corrupts the input line: rendered (chatview) when
 // stdout is a terminal and NO_COLOR is unset, else the answer buffered and
 // printed whole when the run ends. Lines starting with / are chat
 // commands (/help). Ctrl+C when
@@ -74,7 +74,7 @@ func (c *ChatCmd) Run(env *Env) error {
 			keys.feed(buf[:n])
 		}
 	}()
-	// issue 18 item 4: rendered when stdout is a terminal and NO_COLOR is
+	// Rendered when stdout is a terminal and NO_COLOR is
 	// unset; otherwise the plain lines below, as before.
 	var view *chatview.View
 	if ok, width := prettyOut(env); ok {
@@ -123,7 +123,7 @@ A line starting with // sends the rest starting with /. Ctrl+C cancels a
 run; Ctrl+C or Ctrl+D at the prompt exits.
 `
 
-// command runs a chat command (issue 18 item 4) with its output on the
+// command runs a chat command with its output on the
 // terminal; errors are shown, never fatal to the chat.
 func (c *ChatCmd) command(env *Env, t *term.Terminal, line string) {
 	words := strings.Fields(line)
@@ -288,7 +288,7 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-ch
 
 // plain is chat without a terminal: one message per input line. SIGINT
 // during a run cancels that run and goes on with the next line; when idle
-// it exits, as on a terminal (spec: A5, S3; issue 16 item 14).
+// it exits, as on a terminal (spec: A5, S3).
 func (c *ChatCmd) plain(env *Env, conn *client.Conn, frames chan frameOrErr, mk func(string) sendReq) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt)

@@ -39,7 +39,7 @@ func compWorld(t *testing.T) layout.Layout {
 		os.MkdirAll(l.SessionDir("demo", layout.ScopePrivate, s), 0o755)
 	}
 	os.MkdirAll(l.SessionDir("demo", layout.ScopeShared, "team"), 0o755)
-	// What a removal leaves while it deletes is never a candidate (issue 18).
+	// What a removal leaves while it deletes is never a candidate.
 	os.MkdirAll(filepath.Join(l.SessionsDir("demo", layout.ScopePrivate), ".trash", "old.01"), 0o755)
 	os.WriteFile(filepath.Join(l.ToolDir(), "clock"), []byte("#!/bin/sh\n"), 0o755)
 	return l
@@ -75,7 +75,7 @@ func TestComplete(t *testing.T) {
 		{[]string{"install-units", "--dir", ""}, ":dirs"},
 		{[]string{"__complete", "sessions", ""}, "bot demo"},
 		{[]string{"agent", "list", ""}, ""},
-		// issue 18 item 1: the session commands complete session names.
+		// The session commands complete session names.
 		{[]string{"agent", "rm-session", ""}, "bot demo"},
 		{[]string{"agent", "rm-session", "demo", ""}, "default s2"},
 		{[]string{"agent", "rm-session", "demo", "--scope", "shared", ""}, "team"},

@@ -14,8 +14,8 @@ import (
 	"github.com/cortexfs/ctx/internal/toolset"
 )
 
-// DaemonCmd is `ctx daemon`: it execs ctxd, the daemon binary beside ctx
-// (issue 15 item 4). The process keeps its pid, environment and descriptors,
+// DaemonCmd is `ctx daemon`: it execs ctxd, the daemon binary beside ctx.
+// The process keeps its pid, environment and descriptors,
 // so systemd's socket activation (LISTEN_PID, LISTEN_FDS), NOTIFY_SOCKET and
 // signals reach the daemon as before.
 type DaemonCmd struct{}
@@ -54,7 +54,7 @@ func (c *InitCmd) Run(env *Env) error {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "CTX_ROOT %s ready\n", env.Layout.Root)
-	// issue 12: the standard toolset, from the ctxtools binary beside ctx.
+	// The standard toolset, from the ctxtools binary beside ctx.
 	bin := filepath.Join(selfDir(), toolset.Binary)
 	if _, err := os.Stat(bin); errors.Is(err, fs.ErrNotExist) {
 		// ctx alone (go install ./cmd/ctx): everything else still works.

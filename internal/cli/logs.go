@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// LogsCmd is `ctx logs [-f] [-n N]`: the daemon's log (issue 18 item 2).
+// LogsCmd is `ctx logs [-f] [-n N]`: the daemon's log.
 type LogsCmd struct {
 	Follow bool `short:"f" help:"Keep printing what is appended."`
 	Lines  int  `short:"n" default:"100" help:"Print the last N lines first (0: the whole log)."`

@@ -13,7 +13,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 )
 
-// issue 18 item 2: the last N lines of the daemon log.
+// The last N lines of the daemon log.
 func TestPrintTail(t *testing.T) {
 	big := strings.Repeat("x", 100<<10) + "\n" // lines across the 64 KiB blocks
 	cases := []struct {
@@ -77,7 +77,7 @@ func waitOut(t *testing.T, b *lockedBuf, want string) {
 	}
 }
 
-// issue 18 item 2: -f follows appends, a truncation and a replacement.
+// -f follows appends, a truncation and a replacement.
 func TestFollow(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "daemon.log")
 	os.WriteFile(p, []byte("old\n"), 0o600)
@@ -106,7 +106,7 @@ func TestFollow(t *testing.T) {
 	}
 }
 
-// issue 18 item 2: with the systemd unit active the journal is read. The
+// With the systemd unit active the journal is read. The
 // two programs are stand-ins on PATH recording how they were called.
 func TestLogsUsesJournalWhenUnitActive(t *testing.T) {
 	bin := t.TempDir()

@@ -15,7 +15,7 @@ import (
 	"github.com/cortexfs/ctx/internal/mcpinstall"
 )
 
-// McpCmd groups the MCP server commands (issue 13). Declarations live in
+// McpCmd groups the MCP server commands. Declarations live in
 // CTX_ROOT/home/<uid>/mcp.json, or with --agent in agent/<name>.d/mcp.json;
 // the daemon reads them at every call (no restart needed).
 type McpCmd struct {

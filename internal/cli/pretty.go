@@ -11,7 +11,7 @@ import (
 	"github.com/cortexfs/ctx/ipc"
 )
 
-// Rendered output (issue 18 item 4). `send` and `chat` render for a
+// Rendered output. `send` and `chat` render for a
 // person only when stdout is a terminal, NO_COLOR is unset or empty (see
 // no-color.org) and TERM is not "dumb"; `--json` always prints the raw
 // frames. Otherwise the output is exactly the plain one.

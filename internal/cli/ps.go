@@ -13,7 +13,7 @@ import (
 	terminal "github.com/cortexfs/ctx/internal/termres"
 )
 
-// PsCmd is `ctx ps`: what is running now, across agents (issue 18 item 2).
+// PsCmd is `ctx ps`: what is running now, across agents.
 type PsCmd struct {
 	JSON bool `name:"json" help:"One JSON object per run and per live terminal."`
 }

@@ -86,7 +86,7 @@ func stream(env *Env, agent string, conn *client.Conn, req sendReq, raw bool, as
 	printed, endsNL, cancelSent := false, false, false
 	out := bufio.NewWriter(env.Stdout)
 	defer out.Flush()
-	// issue 18 item 4: a send on a terminal is rendered (chatview); a tsh
+	// A send on a terminal is rendered (chatview); a tsh
 	// op, --json, a pipe or NO_COLOR print exactly the plain output.
 	var view *chatview.View
 	var tick <-chan time.Time
@@ -310,8 +310,8 @@ func reattach(env *Env, agent string, old *link, req sendReq, cancelSent bool, r
 type asker struct {
 	tty *os.File
 	err error
-	// workspace and color are set when the output is rendered (issue 18
-	// item 4): the question then shows the change a write, edit or
+	// workspace and color are set when the output is rendered
+	// the question then shows the change a write, edit or
 	// apply_patch would make to the workspace, coloured.
 	workspace string
 	color     bool
@@ -333,7 +333,7 @@ func (a *asker) ask(f *ipc.Frame) (decision, why string) {
 		return ipc.DecisionDeny, fmt.Sprintf("tool %s %q needs approval but there is no terminal to ask; denied", f.Name, f.Args)
 	}
 	if m := f.MCP; m != nil {
-		// issue 13: server, tool and arguments; the hints are the server's
+		// Server, tool and arguments; the hints are the server's
 		// claims, shown as such.
 		hints := ""
 		if m.ReadOnly {

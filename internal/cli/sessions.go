@@ -19,7 +19,7 @@ import (
 	"github.com/cortexfs/ctx/ipc"
 )
 
-// Finding sessions (issue 18 item 1). `sessions` and `history` read the
+// Finding sessions. `sessions` and `history` read the
 // session logs as plain files, read-only, and never start the daemon;
 // they only ask whether one answers, which decides between the live
 // states (idle, running, waiting-approval) and the passivated ones.

@@ -91,7 +91,7 @@ func EnsureDaemon(ctx context.Context, l layout.Layout) error {
 }
 
 // DaemonBinary is ctxd beside this executable: `ctx daemon`, `ctx doctor`
-// and auto-start exec it (issue 15 item 4).
+// and auto-start exec it.
 func DaemonBinary() (string, error) {
 	self, err := os.Executable()
 	if err != nil {

@@ -61,7 +61,7 @@ func CheckAgent(l layout.Layout, name string, table models.Table, tableOK bool) 
 	if def.Kind == agentdef.KindExec {
 		notes = append(notes, "executable agent ("+def.ABI+")")
 		if def.ACP != nil && def.ACP.Command != "" {
-			// issue 14: an installed ACP agent runs from its installation.
+			// An installed ACP agent runs from its installation.
 			for _, p := range append([]string{def.ACP.Command}, def.ACP.Binds...) {
 				if _, err := os.Stat(p); err != nil {
 					warns = append(warns, fmt.Sprintf("its installation %s is gone: install it again, then ctx agent rm %s and create it again", p, name))
@@ -149,7 +149,7 @@ func CheckAgent(l layout.Layout, name string, table models.Table, tableOK bool) 
 		}
 	}
 	if def.Limits != limits.Default {
-		notes = append(notes, "limits "+def.Limits.String()) // issue 11: the limits in force
+		notes = append(notes, "limits "+def.Limits.String()) // The limits in force
 	}
 	// spec: X6 — an sdk-envelope-v1 run is fixed at 8 calls / 9 starts:
 	// a `calls` line there is ignored, and said so.

@@ -324,7 +324,7 @@ func CheckTIOCSTI(b []byte, err error) Check {
 	return c
 }
 
-// CheckCgroup: how the daemon confines each run (issue 11 "Limits per
+// CheckCgroup: how the daemon confines each run (docs/limits.md
 // run") and the default limits. Rlimits only is a warning: they are per
 // process, not per run, and leave nothing to sweep after a crash.
 func CheckCgroup(mode cgroup.Mode, where, why string) Check {

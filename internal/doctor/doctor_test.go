@@ -387,7 +387,7 @@ func TestCappedProbeOutput(t *testing.T) {
 	}
 }
 
-// TestCheckSeccomp: the filter's verdicts. issue 11: seccomp
+// TestCheckSeccomp: the filter's verdicts. seccomp
 func TestCheckSeccomp(t *testing.T) {
 	for _, c := range []struct {
 		name          string
@@ -408,7 +408,7 @@ func TestCheckSeccomp(t *testing.T) {
 
 // TestCheckCgroup: a cgroup mode is ok and names where runs go and the
 // default limits; rlimits only is a warning that says why it is weak and
-// why no cgroup was usable. issue 11: limits per run
+// why no cgroup was usable. limits per run
 func TestCheckCgroup(t *testing.T) {
 	c := CheckCgroup(cgroup.ModeV1, "cgroup v1 pids=/sys/fs/cgroup/pids/ctx-0-abc", "no cgroup v2 hierarchy")
 	if c.Status != OK || !strings.Contains(c.Message, "cgroup v1 pids=") || !strings.Contains(c.Message, "tasks 512, memory 4G, cpu-weight 100") {

@@ -13,7 +13,7 @@ import (
 	"github.com/cortexfs/ctx/internal/seccomp"
 )
 
-// CheckSeccomp: every sandbox runs under the seccomp filter (issue 11); a
+// CheckSeccomp: every sandbox runs under the seccomp filter; a
 // machine where it cannot be built or bwrap refuses it runs no sandbox.
 // probeErr is nil when a sandbox started with the filter and the filter
 // refused unshare(CLONE_NEWUSER) inside it.

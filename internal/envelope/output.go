@@ -26,7 +26,7 @@ type Line struct {
 	Usage *Usage   // usage
 }
 
-// Usage is what an agent reports it spent on a model (issue 18: optional;
+// Usage is what an agent reports it spent on a model (optional;
 // nothing is made up when it is absent). Counts are tokens.
 type Usage struct {
 	Input      int64 `json:"input"`
@@ -40,7 +40,7 @@ const maxUsage = 1 << 40
 
 // ParseLine parses one line of agent stdout (without its newline). Only
 // {"type":"delta","text":...}, {"type":"tool_call","id":...,"name":...,"args":[...]}
-// and (issue 18) {"type":"usage","input":N,"output":N[,"cache_read":N][,"cache_write":N]}
+// and {"type":"usage","input":N,"output":N[,"cache_read":N][,"cache_write":N]}
 // are valid; anything else — result, approval, done or lifecycle frames,
 // unknown fields, malformed JSON — is invalid output (X9).
 func ParseLine(b []byte) (*Line, error) {

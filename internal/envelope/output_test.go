@@ -24,7 +24,7 @@ func TestParseLine(t *testing.T) {
 		{"tool_call no args", `{"type":"tool_call","id":"c","name":"clock","args":[]}`,
 			&Line{Type: "tool_call", ID: "c", Name: "clock", Args: []string{}}},
 		{"surrounding space", ` {"type":"delta","text":"x"} `, &Line{Type: "delta", Text: "x"}},
-		// issue 18: an executable agent may report its model use
+		// An executable agent may report its model use
 		{"usage", `{"type":"usage","input":1200,"output":80}`, &Line{Type: "usage", Usage: &Usage{Input: 1200, Output: 80}}},
 		{"usage with cache", `{"type":"usage","input":1,"output":2,"cache_read":3,"cache_write":4}`,
 			&Line{Type: "usage", Usage: &Usage{Input: 1, Output: 2, CacheRead: 3, CacheWrite: 4}}},

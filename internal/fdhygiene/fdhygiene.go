@@ -6,7 +6,7 @@
 // a mode-600 file opened for writing, a pipe. Go's os/exec passes only
 // stdin, stdout, stderr and ExtraFiles to a child, but it does not close
 // descriptors the process itself inherited without FD_CLOEXEC: those reach
-// every child, sandboxes included (issue 11 item 1).
+// every child, sandboxes included.
 //
 // Every descriptor the Go runtime and the standard library open is
 // close-on-exec, and every descriptor inherited across execve is not (a

@@ -35,7 +35,7 @@ func ints(a []int) string {
 
 // TestCloseInherited: a child started with three extra descriptors sees
 // exactly those as inherited (not the runtime's own), closes two and keeps
-// the one it was told to. issue 11 item 1
+// the one it was told to.
 func TestCloseInherited(t *testing.T) {
 	var files []*os.File
 	for i := 0; i < 3; i++ {

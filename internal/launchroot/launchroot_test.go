@@ -488,7 +488,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // TestRootOfAnotherUIDRefused: the walk's own uid check, alone: a peer of
 // the owner uid reaching a root recorded for another uid is refused even
 // though the peer's uid passes (Register refuses such roots; this guards
-// the walk should one ever be recorded). spec: U2, A4 (issue 16 item 23)
+// the walk should one ever be recorded). spec: U2, A4
 func TestRootOfAnotherUIDRefused(t *testing.T) {
 	r := newRegistry(t)
 	r.self = -1

@@ -6,7 +6,7 @@ import (
 )
 
 // TestParse: the grammar of .d/limits, defaults for absent keys, and every
-// kind of bad input refused with a message naming the line. issue 11: limits
+// kind of bad input refused with a message naming the line. limits
 func TestParse(t *testing.T) {
 	cases := []struct {
 		in   string

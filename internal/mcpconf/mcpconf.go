@@ -1,5 +1,5 @@
 // Package mcpconf reads, validates and writes the MCP server declarations
-// of ctx (issue 13): CTX_ROOT/home/<uid>/mcp.json (the user's servers) and
+// of ctx: CTX_ROOT/home/<uid>/mcp.json (the user's servers) and
 // CTX_ROOT/agent/<name>.d/mcp.json (one agent's, overriding the user's of
 // the same name), and the owner-only environment files holding the values
 // given with `ctx mcp add --env`. It is pure: no process is started here.

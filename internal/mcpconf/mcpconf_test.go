@@ -7,7 +7,6 @@ import (
 	"testing"
 )
 
-// spec: issue 13
 func TestParse(t *testing.T) {
 	for _, c := range []struct {
 		name, data string

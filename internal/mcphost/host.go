@@ -1,5 +1,5 @@
 // Package mcphost runs MCP servers for agent sessions and calls their
-// tools (issue 13). The daemon is the MCP client (the official Go SDK,
+// tools. The daemon is the MCP client (the official Go SDK,
 // github.com/modelcontextprotocol/go-sdk); each stdio server runs inside
 // bwrap with its agent's view, plus read-only binds of its own
 // installation, and talks over its stdin/stdout.

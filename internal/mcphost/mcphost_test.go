@@ -25,7 +25,7 @@ var schema = map[string]any{
 	"additionalProperties": false,
 }
 
-// spec: issue 13 — key=value words typed by the schema, --json, validation
+// spec: key=value words typed by the schema, --json, validation
 // before any round trip.
 func TestArgs(t *testing.T) {
 	v, err := NewValidator(schema)

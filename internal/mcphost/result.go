@@ -11,8 +11,8 @@ import (
 	"github.com/cortexfs/ctx/internal/envelope"
 )
 
-// FormatResult turns a tool result into a tool_result's status and content
-// (issue 13 item 5): text content as is; structured content as compact
+// FormatResult turns a tool result into a tool_result's status and content:
+// text content as is; structured content as compact
 // JSON (first, once: a text part that only repeats it is dropped); images,
 // audio and binary resources summarised by type and size, never dumped;
 // isError becomes status "error". The 16 KiB cut of every tool result

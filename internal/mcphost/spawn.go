@@ -281,7 +281,7 @@ func ReadEnv(l layout.Layout, name string) (map[string]string, error) {
 }
 
 // ReadEnvFile reads an owner-only K=V secrets file at path with ReadEnv's
-// rules (an acp-v1 agent's secrets too, issue 14).
+// rules (an acp-v1 agent's secrets too).
 func ReadEnvFile(l layout.Layout, path string) (map[string]string, error) {
 	f, st, err := safefs.OpenRegular(path)
 	if err != nil {

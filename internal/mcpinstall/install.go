@@ -1,5 +1,5 @@
-// Package mcpinstall resolves how an MCP server is installed on the host
-// (issue 13), for `ctx mcp add` without linking the runtime: a command to
+// Package mcpinstall resolves how an MCP server is installed on the host,
+// for `ctx mcp add` without linking the runtime: a command to
 // an absolute path, an npm command to node plus its real script and the
 // read-only binds of its installation, and `npx PKG` refused unless PKG is
 // installed. It also names where a server's --env values live.

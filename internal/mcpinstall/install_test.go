@@ -12,7 +12,7 @@ import (
 // TestResolve: an npm bin symlink anywhere on the host becomes node on the
 // real script, with the outermost node_modules and node's own prefix bound;
 // npx of a package that is not installed is refused with the install
-// command; of an installed one, its bin is used. spec: issue 13
+// command; of an installed one, its bin is used.
 func TestResolve(t *testing.T) {
 	dir := t.TempDir()
 	nm := filepath.Join(dir, "prefix", "node_modules")

@@ -1,5 +1,5 @@
 // Package pathin decides, in one place, whether a path is inside a
-// directory (issue 17 item 1). The test is lexical on cleaned paths: a
+// directory. The test is lexical on cleaned paths: a
 // caller for whom symlinks matter passes resolved paths (EvalSymlinks,
 // safefs.RealPath), as every caller in ctx does where authority depends
 // on the answer.

@@ -17,7 +17,7 @@
 // NAME and LABEL match [A-Za-z0-9][A-Za-z0-9._-]{0,63}; '*' matches every
 // tool, or every agent including one without a label. In a tool rule, NAME
 // may also be an MCP tool SERVER.TOOL (SERVER a server name, TOOL up to 128
-// of [A-Za-z0-9._-]) or SERVER.* — every tool of that MCP server (issue 13).
+// of [A-Za-z0-9._-]) or SERVER.* — every tool of that MCP server.
 // There is no other wildcard, no expansion, no trailing comment.
 //
 // # Meaning
@@ -271,7 +271,7 @@ var mcpToolRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 var mcpServerRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
 
 // checkPattern validates a rule's NAME or LABEL other than '*'. A tool rule
-// also takes SERVER.TOOL and SERVER.* (issue 13).
+// also takes SERVER.TOOL and SERVER.*.
 func checkPattern(subject, p string) error {
 	err := layout.CheckName(subject, p)
 	if err == nil || subject != "tool" {

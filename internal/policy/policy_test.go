@@ -83,7 +83,7 @@ func TestDecide(t *testing.T) {
 		{"agent checked first", s("deny tool bash\n"), s("deny label *\n"), "bash", "x", false, LayerAgent},
 		{"whitespace and tabs", s("  allow\ttool   bash  \n"), nil, "bash", "", true, ""},
 		{"no final newline", s("allow tool bash"), nil, "bash", "", true, ""},
-		// spec: issue 13 — MCP tools SERVER.TOOL and SERVER.*
+		// spec: MCP tools SERVER.TOOL and SERVER.*
 		{"mcp server star", s("allow tool fs.*\n"), nil, "fs.read_file", "", true, ""},
 		{"mcp server star not the bare name", s("allow tool fs.*\n"), nil, "fs", "", false, LayerAgent},
 		{"mcp server star not a prefix", s("allow tool fs.*\n"), nil, "fsx.read", "", false, LayerAgent},

@@ -1,5 +1,5 @@
 // Package prices reads the user's price table, which turns token usage into
-// cost (issue 18 item 3). The table is CTX_ROOT/home/<uid>/prices.tsv, a
+// cost. The table is CTX_ROOT/home/<uid>/prices.tsv, a
 // text file the user edits; nothing is priced without it, and no price is
 // ever guessed.
 //

@@ -18,7 +18,7 @@ local/free 0 0 0 0
 `
 
 // TestParse: the documented format, and every way a line is refused
-// (naming its line). spec: issue 18
+// (naming its line).
 func TestParse(t *testing.T) {
 	tb, err := Parse(strings.NewReader(sample))
 	if err != nil {
@@ -51,7 +51,7 @@ func TestParse(t *testing.T) {
 }
 
 // TestCost: usage is priced only when every kind of token used has a
-// price; nothing is made up. spec: issue 18
+// price; nothing is made up.
 func TestCost(t *testing.T) {
 	tb, _ := Parse(strings.NewReader(sample))
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
@@ -98,7 +98,7 @@ func TestCost(t *testing.T) {
 }
 
 // TestLoad: an absent file is no table; a bad one is an error naming the
-// file. spec: issue 18
+// file.
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	if tb, err := Load(filepath.Join(dir, "prices.tsv")); tb != nil || err != nil {
@@ -112,7 +112,7 @@ func TestLoad(t *testing.T) {
 }
 
 // FuzzParse: any input parses or fails with ErrSyntax; what parses holds
-// only finite prices in range, and parsing is deterministic. spec: issue 18
+// only finite prices in range, and parsing is deterministic.
 func FuzzParse(f *testing.F) {
 	f.Add(sample)
 	f.Add("m 1 2 3 4\nm 1 2 3 4\n")

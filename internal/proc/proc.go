@@ -54,7 +54,7 @@ type Options struct {
 	Stdin []byte     // written then closed
 	// StdinPipe gives the program a stdin pipe the caller writes
 	// (Proc.Stdin) instead of Stdin: for a long-lived server speaking a
-	// protocol (issue 13, MCP over stdio).
+	// protocol (MCP over stdio).
 	StdinPipe bool
 	StderrMax int // bytes of stderr kept (tail); default 64 KiB
 	// Place, when set, runs after bwrap started and before it may run
@@ -80,7 +80,7 @@ type Options struct {
 // held start (Roots, Place or a net sandbox) runs its program through the gate (gate.go):
 // a daemon that dies before the release leaves nothing running.
 func Start(o Options) (*Proc, error) {
-	// issue 11: every sandboxed process runs under the seccomp filter; a
+	// Every sandboxed process runs under the seccomp filter; a
 	// start without one fails closed.
 	name := argv0(o.Spec)
 	filter, err := seccomp.File()

@@ -109,7 +109,7 @@ func cutTurn(turn []Message, max int) []Message {
 }
 
 // selectTurns keeps the run's turns within the budget (spec: W8, W9;
-// issue 16 item 2): the newest always — its tool results cut when it does
+// ): the newest always — its tool results cut when it does
 // not fit whole — then earlier turns, newest first, whole; the older ones
 // are left out (returned as omitted). Without a budget all are kept.
 func selectTurns(a *assembly, turns [][]Message, budget int, warn func(string, ...any)) (omitted int, err error) {

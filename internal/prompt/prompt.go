@@ -127,7 +127,7 @@ type Message struct {
 	Name   string   `json:"name,omitempty"`
 	Args   []string `json:"args,omitempty"`
 	// Input is the model's tool input as it sent it, when that was not a
-	// valid argv (issue 16 item 9).
+	// valid argv.
 	Input   string `json:"input,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
 	// Blocks, on a run's own assistant message, are the provider's content

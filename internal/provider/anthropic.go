@@ -172,7 +172,7 @@ func (a *Anthropic) encode(req Request) ([]byte, error) {
 }
 
 // anthropicInput is a tool_use block's input: the model's own input when
-// the call carries it (issue 16 item 9) — verbatim when it is a JSON object,
+// the call carries it — verbatim when it is a JSON object,
 // the only input the API accepts back; otherwise the text under "input_text"
 // so the model still sees what it sent — else the argv as {"args":[...]}.
 func anthropicInput(m Message) json.RawMessage {
@@ -422,7 +422,7 @@ func (d *anthropicDecoder) event(data string, emit func(Event) error) (done bool
 	case "message_stop":
 		// A tool_use block the output limit cut off gets no
 		// content_block_stop: it is reported as a call whose input is
-		// incomplete, never dropped silently (issue 16 item 6).
+		// incomplete, never dropped silently.
 		for _, b := range d.order {
 			if b.kind == "tool_use" && !b.stopped {
 				d.calls = append(d.calls, Event{Kind: EventToolCall, CallID: b.id, Name: b.name,

@@ -286,7 +286,7 @@ func resolve(name string, fp fileProvider, root string, uid int, getenv func(str
 }
 
 // DefaultMaxTokensField is the openai output-limit field used when
-// providers.json names none (issue 16 item 10): max_completion_tokens for
+// providers.json names none: max_completion_tokens for
 // api.openai.com, which deprecated max_tokens and refuses it for its
 // reasoning models; max_tokens everywhere else — Ollama's /v1 and
 // llama.cpp's server read only that one, vLLM and the hosted compatible

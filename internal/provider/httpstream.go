@@ -282,7 +282,7 @@ func (s *stream) pump(end string, event func(string, func(Event) error) (bool, e
 			return err
 		}
 		if ev.Error != "" {
-			// spec: issue 16 item 7 — the server's own failure report.
+			// spec: the server's own failure report.
 			return s.ep.fieldError(ev.Error)
 		}
 		done, err := event(ev.Data, send)

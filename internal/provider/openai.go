@@ -159,7 +159,7 @@ func (o *OpenAI) encode(req Request) ([]byte, error) {
 				tc.ID, tc.Type = m.ToolCallID, "function"
 				tc.Function.Name, tc.Function.Arguments = m.ToolName, string(encodeArgs(m.ToolArgs))
 				if m.ToolInput != "" {
-					tc.Function.Arguments = m.ToolInput // what the model really sent (issue 16 item 9)
+					tc.Function.Arguments = m.ToolInput // what the model really sent
 				}
 				if json.Valid(m.ToolExtra) {
 					tc.ExtraContent = m.ToolExtra
@@ -250,7 +250,7 @@ func (d *openaiDecoder) event(data string, emit func(Event) error) (done bool, e
 		return false, fmt.Errorf("%s: %w: chunk is not JSON: %w", d.name, ErrMalformed, err)
 	}
 	if u := ch.Usage; u != nil {
-		// issue 18: usage as reported (OpenAI sends it in a last chunk with
+		// Usage as reported (OpenAI sends it in a last chunk with
 		// stream_options.include_usage; cached tokens are part of prompt).
 		d.usage = &Usage{Input: u.PromptTokens, Output: u.CompletionTokens}
 		if u.PromptTokensDetails != nil {
@@ -282,7 +282,7 @@ func (d *openaiDecoder) event(data string, emit func(Event) error) (done bool, e
 			}
 		}
 		if c.Delta.Refusal != nil && d.refusal.Len() < maxRefusal {
-			d.refusal.WriteString(*c.Delta.Refusal) // shown as the refusal (issue 16 item 6)
+			d.refusal.WriteString(*c.Delta.Refusal) // shown as the refusal
 		}
 		for _, tc := range c.Delta.ToolCalls {
 			cs := d.callFor(tc.Index, tc.ID)
@@ -313,7 +313,7 @@ func (d *openaiDecoder) event(data string, emit func(Event) error) (done bool, e
 //
 // A new non-empty id at an occupied index starts a new call: Gemini's
 // OpenAI-compatible endpoint and several proxies send parallel calls all at
-// index 0, each with its own id (issue 16 item 8).
+// index 0, each with its own id.
 func (d *openaiDecoder) callFor(index *int, id string) *openaiCallState {
 	if index != nil {
 		if cs, ok := d.byIndex[*index]; ok && (id == "" || cs.id == "" || cs.id == id) {

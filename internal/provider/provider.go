@@ -41,8 +41,7 @@ type Message struct {
 	ToolArgs   []string // assistant: the call's argv
 	// ToolInput, when set, is the call's input exactly as the model sent it
 	// (JSON text, possibly invalid); encoders send it back instead of an
-	// input built from ToolArgs, so the model sees what it really wrote
-	// (issue 16 item 9).
+	// input built from ToolArgs, so the model sees what it really wrote.
 	ToolInput string
 	IsError   bool // tool: the result status was not "ok"
 	// ToolExtra, on an assistant message with a call, is that call's
@@ -148,7 +147,7 @@ type ServerTool struct {
 	Input string // its input JSON, bounded
 }
 
-// Usage is token use as a provider reports it (issue 18 item 3).
+// Usage is token use as a provider reports it.
 type Usage struct {
 	Input      int64 `json:"input"`
 	Output     int64 `json:"output"`
@@ -169,7 +168,7 @@ func (t *Usage) Add(u *Usage) {
 
 // Truncated reports whether the turn stopped at the output limit
 // (Anthropic max_tokens / model_context_window_exceeded, OpenAI length): its
-// text is incomplete and any tool call in it may be cut (issue 16 item 6).
+// text is incomplete and any tool call in it may be cut.
 func (e Event) Truncated() bool {
 	switch e.StopReason {
 	case "max_tokens", "length", "model_context_window_exceeded":

@@ -34,7 +34,7 @@ func doneOf(t *testing.T, evs []Event) Event {
 // TestStopReasonsReachTheCaller: a reply cut by the output limit inside a
 // tool call reports the cut call (never drops it) and a truncated stop; a
 // refusal and a content filter are reported as refused, with the refusal
-// text when the provider sends one. issue 16 item 6
+// text when the provider sends one.
 func TestStopReasonsReachTheCaller(t *testing.T) {
 	t.Run("anthropic max_tokens inside tool_use", func(t *testing.T) {
 		evs, err := streamFixture(t, KindAnthropic, "anthropic_max_tokens_tool.sse")
@@ -117,7 +117,7 @@ func TestStopReasonsReachTheCaller(t *testing.T) {
 
 // TestLlamaCppErrorField: llama.cpp's server reports a failure inside a
 // stream as an "error:" SSE field. The server's code and message reach the
-// caller, and a 4xx is not retried. issue 16 item 7
+// caller, and a 4xx is not retried.
 func TestLlamaCppErrorField(t *testing.T) {
 	srv := newServer(t, replay(t, "llamacpp_error.sse"))
 	pc := testConfig("local", KindOpenAI, srv.URL, "")
@@ -157,7 +157,7 @@ func TestLlamaCppErrorField(t *testing.T) {
 // TestParallelCallsSharingIndexZero: Gemini's OpenAI-compatible endpoint
 // sends parallel calls one per chunk, all at index 0 with distinct ids; they
 // are separate calls, never one call with concatenated arguments. A fragment
-// without id still continues the call at its index. issue 16 item 8
+// without id still continues the call at its index.
 func TestParallelCallsSharingIndexZero(t *testing.T) {
 	evs, err := streamFixture(t, KindOpenAI, "gemini_parallel_tools.sse")
 	if err != nil {
@@ -188,7 +188,7 @@ func TestParallelCallsSharingIndexZero(t *testing.T) {
 // TestInvalidToolInputSentBackVerbatim: the input the model really sent is
 // kept on the event and sent back in the follow-up request — an object as
 // is (Anthropic), any text as the arguments string (OpenAI) — never
-// rewritten as {"args":[]}. issue 16 item 9
+// rewritten as {"args":[]}.
 func TestInvalidToolInputSentBackVerbatim(t *testing.T) {
 	for _, tc := range []struct {
 		kind, input, want string
@@ -231,7 +231,7 @@ func TestInvalidToolInputSentBackVerbatim(t *testing.T) {
 // TestMaxTokensFieldDefault: an openai-type provider sends its output limit
 // in the field its server reads — max_tokens by default (Ollama's /v1,
 // llama.cpp), max_completion_tokens for api.openai.com — and providers.json
-// can choose. Checked on the request body. issue 16 item 10
+// can choose. Checked on the request body.
 func TestMaxTokensFieldDefault(t *testing.T) {
 	root := t.TempDir()
 	file := `{"providers":{
@@ -262,7 +262,7 @@ func TestMaxTokensFieldDefault(t *testing.T) {
 		if _, sent := b[other]; b[want] != float64(1024) || sent {
 			t.Errorf("%s: body sends %v=%v %v=%v", name, want, b[want], other, b[other])
 		}
-		// issue 18 item 3: the usage chunk is asked for where the request
+		// The usage chunk is asked for where the request
 		// follows OpenAI's current API, never from servers that may refuse it.
 		so, asked := b["stream_options"].(map[string]any)
 		if asked != (want == "max_completion_tokens") || (asked && so["include_usage"] != true) {

@@ -26,7 +26,7 @@ func TestTextOnly(t *testing.T) {
 			stop := map[string]string{KindAnthropic: "end_turn", KindOpenAI: "stop"}[kind]
 			want := []Event{{Kind: EventDelta, Text: "Hello"}, {Kind: EventDelta, Text: ", world."}, {Kind: EventDone, StopReason: stop}}
 			if kind == KindAnthropic {
-				// issue 18 item 3: input from message_start, the cumulative
+				// Input from message_start, the cumulative
 				// output of the last message_delta.
 				want[2].Usage = &Usage{Input: 25, Output: 15}
 			}

@@ -136,8 +136,8 @@ type Prepared struct {
 // Render renders one later dispatch of this run from the sources read by
 // Prepare (U6: control files are not re-read within a run): with the
 // window of candidate c (W6 — the candidate's own budget), the tool context
-// as it is now (tools; nil keeps the one Prepare used — issue 16 item 5) and
-// the run's own turns so far (W8: every dispatch fits — issue 16 item 2).
+// as it is now (tools; nil keeps the one Prepare used) and
+// the run's own turns so far (W8: every dispatch fits).
 // An unusable candidate is an error naming its reason; a prompt that cannot
 // fit is a *BudgetError.
 func (p *Prepared) Render(c Candidate, tools *toolctx.State, turns [][]Message) (*prompt.Result, error) {

@@ -393,7 +393,7 @@ func TestHostPath(t *testing.T) {
 // the candidate it goes to — a fallback with a 1,000-token window gets a
 // message array within its own 3,000-char budget, with history left out —
 // and a candidate ruled out by the window is refused with its reason.
-// spec: W6 W8 (issue 16 item 1)
+// spec: W6 W8
 func TestRenderPerCandidateW6(t *testing.T) {
 	l := newLayout(t)
 	if err := os.WriteFile(filepath.Join(l.Root, models.UserFile), []byte("acme/tiny\t1000\n"), 0o644); err != nil {

@@ -15,7 +15,7 @@ import (
 var ErrNotRegular = errors.New("not a regular file")
 
 // OpenRegular opens path for reading the way every file an agent could
-// have planted is read (issue 17: one copy of this block): its last
+// have planted is read (one copy of this block): its last
 // component is never followed (a symlink fails with ELOOP), a FIFO never
 // blocks the open (O_NONBLOCK), and anything but a regular file is refused
 // with ErrNotRegular. Open errors keep their *fs.PathError, so

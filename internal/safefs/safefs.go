@@ -2,7 +2,7 @@
 // RESOLVE_NO_SYMLINKS (and RESOLVE_BENEATH below a directory descriptor),
 // or one O_NOFOLLOW component at a time where openat2 is missing — and
 // compares what it opened by identity (device, inode), so that what the
-// host checks is what it later hands to bwrap (issue 11).
+// host checks is what it later hands to bwrap.
 package safefs
 
 import (

@@ -39,7 +39,7 @@ func both(t *testing.T, f func(t *testing.T)) {
 	})
 }
 
-// issue 11: bind sources opened safely — no symlink anywhere in the path.
+// Bind sources opened safely — no symlink anywhere in the path.
 func TestOpen(t *testing.T) {
 	both(t, func(t *testing.T) {
 		d := tree(t)

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkBuild: a run start's mount preparation (View.Build: safe opens,
 // the protected-path walk, placeholders, descriptors) on a workspace of
-// 10,000 files and 50 nested repositories. issue 11
+// 10,000 files and 50 nested repositories.
 func BenchmarkBuild(b *testing.B) {
 	dir := b.TempDir()
 	l := layout.Layout{Root: dir + "/root", Runtime: dir + "/run", UID: 1000}

@@ -43,7 +43,7 @@ type View struct {
 	// and .d/label, which tsh enforces itself. An agent step or a checked
 	// tool the host runs directly needs neither (fewer mounts, faster start).
 	Tsh bool
-	// Tools says which tool files the view shows (zero: none; issue 11
+	// Tools says which tool files the view shows (zero: none
 	// item 4): an agent step acts only through tool_call frames.
 	Tools ToolView
 }
@@ -71,7 +71,7 @@ func (v View) WorkDir() string {
 // host directory bound by path: for the terminal, whose sandbox is started
 // where descriptors cannot be passed. Protected paths found by the walk are
 // bound read-only by path, but absent ones get no placeholder, and a path
-// may change between the check and bwrap's mount (issue 11). A view that
+// may change between the check and bwrap's mount. A view that
 // cannot be built gives a spec with no argv, which fails to start.
 func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	s, h, err := v.build(argv, env, false)
@@ -88,7 +88,7 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 // protected names get their placeholders too (when the view has a
 // registry), bound by path — ctxterm opens them itself, without following
 // symlinks — and held until the caller calls h.Ended() once the sandbox
-// is gone (issue 11: impossible to create where absent, in every view).
+// is gone (impossible to create where absent, in every view).
 func (v View) SpecHeld(argv []string, env map[string]string) (bwrap.Spec, *Held, error) {
 	s, h, err := v.build(argv, env, false)
 	if err != nil {
@@ -102,7 +102,7 @@ func (v View) SpecHeld(argv []string, env map[string]string) (bwrap.Spec, *Held,
 // host path that becomes a mount — workspace, protected paths and their
 // placeholders, worktree gitdirs, .d/mount sources, the agent home and the
 // session directory — opened safely and handed to bwrap by descriptor, so
-// what was checked is what is mounted (issue 11). The caller calls
+// what was checked is what is mounted. The caller calls
 // h.Started() once bwrap started (or failed to) and h.Ended() once the
 // sandbox is gone. It walks the workspace: call it off the actor.
 func (v View) Build(argv []string, env map[string]string) (bwrap.Spec, *Held, error) {
@@ -187,7 +187,7 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 	if v.Workspace != "" {
 		// spec: B1 — the workspace writable at /workspace, every .git in it
 		// (and the other protected paths) read-only.
-		// issue 11: the workspace is judged again at every start, by the
+		// The workspace is judged again at every start, by the
 		// rules the request was (a request's path is already the real one).
 		d, err := workspace.Open(v.Workspace, workspace.Options{Layout: l, Grants: g, Write: true, Resolve: !byFD, Log: log})
 		if err != nil {
@@ -200,7 +200,7 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		}
 	}
 	for _, m := range v.Def.Mounts {
-		// issue 11: .d/mount sources follow the workspace's rules.
+		// .d/mount sources follow the workspace's rules.
 		d, err := workspace.Open(m.Src, workspace.Options{Layout: l, Grants: g, Write: m.Write, Resolve: !byFD, What: "mount source", Log: log})
 		if err != nil {
 			return s, nil, err
@@ -265,7 +265,7 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 			)
 		} else if sd, err := safefs.OpenBeneath(root, relTo(l.Root, dir), unix.O_PATH|unix.O_DIRECTORY); err == nil {
 			mount(&s.MountsAfter, sd, dir, at, true)
-			// mcp-tools.json: the host's MCP listing (issue 13), read-only like the log.
+			// mcp-tools.json: the host's MCP listing, read-only like the log.
 			for _, f := range []string{"events.jsonl", "messages.jsonl", "terminal", "mcp-tools.json"} {
 				if ff, err := safefs.OpenBeneath(sd, f, unix.O_PATH); err == nil {
 					mount(&s.MountsAfter, ff, filepath.Join(dir, f), at+"/"+f, false)

@@ -12,8 +12,8 @@ import (
 	"github.com/cortexfs/ctx/internal/toolpath"
 )
 
-// ToolView says which tool files a view shows. The view is the authority
-// (issue 11 item 4): what policy denies is absent, not only refused by the
+// ToolView says which tool files a view shows. The view is the authority:
+// what policy denies is absent, not only refused by the
 // checks in front of it. The zero value shows none.
 type ToolView int
 
@@ -101,7 +101,7 @@ func toolMounts(l layout.Layout, def *agentdef.Def) (tmpfs []string, mounts []bw
 			if strings.HasSuffix(name, ".d") || layout.CheckName("tool", name) != nil || !e.Type().IsRegular() {
 				continue
 			}
-			if !DecideTool(def, d.Host, name).Allowed { // issue 11 item 4: denied tools are absent
+			if !DecideTool(def, d.Host, name).Allowed { // Denied tools are absent
 				continue
 			}
 			src := filepath.Join(d.Host, name)

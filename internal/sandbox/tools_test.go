@@ -10,7 +10,7 @@ import (
 // TestToolView: an agent step's view mounts no tool file; a tool's view
 // shows, over a read-only tmpfs, exactly the tools the agent and tool
 // policies allow (with their .d/), never a denied one, never a symlink,
-// nothing from a directory that is not on CTX_PATH. issue 11 item 4
+// nothing from a directory that is not on CTX_PATH.
 func TestToolView(t *testing.T) {
 	v := view(t)
 	l := v.Layout

@@ -1,5 +1,5 @@
 // Package seccomp builds the seccomp BPF filter every sandboxed process
-// runs under (bwrap --seccomp FD; issue 11): the kernel interfaces an agent
+// runs under (bwrap --seccomp FD): the kernel interfaces an agent
 // or tool could use to leave or widen its sandbox — terminal injection,
 // ptrace, new namespaces, the mount API, io_uring, keyrings, BPF, perf,
 // userfaultfd, module and kexec loading, personality changes — fail with

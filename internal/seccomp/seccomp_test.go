@@ -53,7 +53,7 @@ const (
 	enosys = RetErrno | uint32(unix.ENOSYS)
 )
 
-// TestFilterTable: what each architecture's filter answers. issue 11: seccomp
+// TestFilterTable: what each architecture's filter answers. seccomp
 func TestFilterTable(t *testing.T) {
 	for _, a := range []Arch{X86_64, AArch64} {
 		prog, err := a.Build()

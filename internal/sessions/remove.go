@@ -24,7 +24,7 @@ func TrashDir(l layout.Layout, agent, scope string) string {
 	return filepath.Join(l.SessionsDir(agent, scope), TrashName)
 }
 
-// Remove removes a session's files (issue 18 item 1): the directory is first
+// Remove removes a session's files: the directory is first
 // renamed into the scope's .trash (one atomic rename on the same file
 // system, made durable by syncing the parent), so the session vanishes
 // whole — a reader sees it or not, never half of it — and only then is the

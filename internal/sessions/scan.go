@@ -1,5 +1,5 @@
 // Package sessions reads an agent's session logs as plain files, without
-// the daemon and without writing them (issue 18 item 1): one summary per
+// the daemon and without writing them: one summary per
 // session for `ctx agent sessions`, a transcript for `ctx agent history`,
 // and the archive-then-delete removal behind `ctx agent rm-session`.
 package sessions
@@ -22,7 +22,7 @@ import (
 const MaxLine = ipc.MaxFrameLine
 
 // Frame is one stored frame as a reader sees it: the host frame plus the
-// optional `usage` object a `done` frame may carry (issue 18 item 3). The
+// optional `usage` object a `done` frame may carry. The
 // usage keys are read as they are written — nothing is assumed about their
 // names — and only integer values count.
 type Frame struct {

@@ -69,7 +69,7 @@ func summarize(t *testing.T, log []byte, up bool) Summary {
 	return s
 }
 
-// issue 18 item 1: the state comes from the log and the daemon's presence.
+// The state comes from the log and the daemon's presence.
 func TestSummaryStates(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -119,7 +119,7 @@ func TestSummaryStates(t *testing.T) {
 				}
 			}
 			if c.usage == nil {
-				// issue 18: no usage field is invented when no done carries one.
+				// No usage field is invented when no done carries one.
 				b, _ := json.Marshal(s)
 				if bytes.Contains(b, []byte(`"usage`)) {
 					t.Fatalf("usage invented: %s", b)
@@ -247,7 +247,7 @@ func TestCleanAndShort(t *testing.T) {
 	}
 }
 
-// issue 18 item 1: the rendered transcript, one table row per log.
+// The rendered transcript, one table row per log.
 func TestTranscriptText(t *testing.T) {
 	cases := []struct {
 		name string

@@ -12,7 +12,7 @@ import (
 	"github.com/cortexfs/ctx/ipc"
 )
 
-// Session states (issue 18 item 1). They are derived from events.jsonl and
+// Session states. They are derived from events.jsonl and
 // from whether a daemon answers; the log is the truth (runs of a session
 // are sequential, and each ends with its done frame).
 const (

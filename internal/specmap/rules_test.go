@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,51 @@ func TestErrorFramesThroughCode(t *testing.T) {
 			if strings.Contains(line, "{Type: ipc.TypeError,") && !strings.Contains(line, "Code: ipc.Code(") {
 				rel, _ := filepath.Rel(root, p)
 				t.Errorf("%s:%d builds an error frame by hand: use ipc.ErrorFrame(run, ipc.Errorf(code, …))", rel, i+1)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNoTrackerNumbers: comments, docs and file names say what and why,
+// with a spec id, never a number from an issue tracker outside the
+// repository (history is in git log).
+func TestNoTrackerNumbers(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	re := regexp.MustCompile(`\b[Ii]ssues? \d+\b`)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "bin", "testdata", "node_modules":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		text := strings.HasSuffix(p, ".go") || strings.HasSuffix(p, ".md") || strings.HasSuffix(p, ".sh") ||
+			d.Name() == "Makefile" || rel == filepath.Join(".ci", "run")
+		if regexp.MustCompile(`(?i)issue_?\d`).MatchString(d.Name()) {
+			t.Errorf("%s: a file named after a tracker entry", rel)
+		}
+		if !text {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.HasSuffix(p, ".go") && !strings.Contains(line, "//") {
+				continue
+			}
+			if re.MatchString(line) {
+				t.Errorf("%s:%d cites a tracker number: %s", rel, i+1, strings.TrimSpace(line))
 			}
 		}
 		return nil

@@ -72,7 +72,7 @@ func ftOld(t *testing.T, name, content string, mode os.FileMode) {
 	}
 }
 
-// spec: issue 12 — apply_patch adds, updates, moves and deletes, keeping
+// spec: apply_patch adds, updates, moves and deletes, keeping
 // each file's line endings, mode and missing final newline.
 func TestApplyPatch(t *testing.T) {
 	ftDir(t)
@@ -141,7 +141,7 @@ func TestApplyPatch(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a patch that does not apply leaves EVERY file it names
+// spec: a patch that does not apply leaves EVERY file it names
 // untouched (bytes, mode, mtime), also those whose hunks would have
 // applied, and creates nothing.
 func TestApplyPatchAllOrNothing(t *testing.T) {
@@ -202,7 +202,7 @@ func TestApplyPatchAllOrNothing(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — when a rename fails half-way, the files already changed
+// spec: when a rename fails half-way, the files already changed
 // get their old bytes back, new files and directories go away, and no temp
 // file is left.
 func TestApplyPatchRestoresOnCommitFailure(t *testing.T) {
@@ -243,7 +243,7 @@ func TestApplyPatchRestoresOnCommitFailure(t *testing.T) {
 	sameSnapshot(t, before, after)
 }
 
-// spec: issue 12 — symlinks: updating through one that leaves the
+// spec: symlinks: updating through one that leaves the
 // workspace is refused (nothing changes); one inside it is followed;
 // deleting or moving a symlink is refused.
 func TestApplyPatchSymlinks(t *testing.T) {
@@ -289,7 +289,7 @@ func TestApplyPatchSymlinks(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a 200k-line file is patched near its end; names that
+// spec: a 200k-line file is patched near its end; names that
 // are not UTF-8 work and are shown with replacements; an absolute path works.
 func TestApplyPatchHugeAndOddNames(t *testing.T) {
 	dir := ftDir(t)
@@ -310,7 +310,7 @@ func TestApplyPatchHugeAndOddNames(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a file that cannot be read stops the patch with a clear
+// spec: a file that cannot be read stops the patch with a clear
 // error. Root reads a mode-000 file anyway (CI runs tests as root):
 // skipped there; the directory case above covers an unreadable path.
 func TestApplyPatchUnreadable(t *testing.T) {
@@ -325,7 +325,7 @@ func TestApplyPatchUnreadable(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a temp file that cannot be written (a read-only
+// spec: a temp file that cannot be written (a read-only
 // directory) fails the patch before anything is renamed in: nothing
 // changes and the directories made for new files go away. Root writes
 // into a read-only directory anyway (CI runs tests as root): skipped there.

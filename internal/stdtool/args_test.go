@@ -19,7 +19,7 @@ var argsTool = &Tool{
 	},
 }
 
-// spec: issue 12 — Parse: flags before or after positionals, `--` ends
+// spec: Parse: flags before or after positionals, `--` ends
 // flags, `--name=value`, only flag-shaped words are flags.
 func TestArgsParse(t *testing.T) {
 	tests := []struct {
@@ -72,7 +72,7 @@ func TestArgsParse(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — the accessors: Has, Arg, String, Int, Seconds.
+// spec: the accessors: Has, Arg, String, Int, Seconds.
 func TestArgsAccessors(t *testing.T) {
 	a, err := Parse(argsTool, []string{"a", "--limit", "12", "--timeout", "1.5"})
 	if err != nil {
@@ -118,7 +118,7 @@ func TestArgsAccessors(t *testing.T) {
 
 // FuzzArgs: Parse never panics; what it accepts has Min to Max positional
 // words, each one of the arguments; words that cannot be flags are kept
-// in order. spec: issue 12
+// in order.
 func FuzzArgs(f *testing.F) {
 	for _, s := range []string{
 		"a\x00--limit\x005",

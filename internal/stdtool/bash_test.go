@@ -21,7 +21,7 @@ func fastGrace(t *testing.T) {
 }
 
 // TestBash: what the result shows and the exit status of the tool.
-// spec: issue 12 (bash COMMAND_LINE [--timeout S])
+// The standard toolset: bash COMMAND_LINE [--timeout S].
 func TestBash(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -92,7 +92,7 @@ func readPid(t *testing.T, pidFile string) int {
 // TestBashTimeout: on timeout the whole group is ended, SIGKILL for a
 // grandchild that ignores SIGTERM and holds the pipes; Wait does not hang
 // on those pipes.
-// spec: issue 12 (timeout kills the whole group including a background grandchild)
+// The standard toolset: timeout kills the whole group including a background grandchild.
 func TestBashTimeout(t *testing.T) {
 	fastGrace(t)
 	line, pidFile := grandchild(t, "echo started; sleep 300")
@@ -114,7 +114,7 @@ func TestBashTimeout(t *testing.T) {
 
 // TestBashCancel: cancelling the context (ctxtools does on SIGTERM) ends
 // the group the same way.
-// spec: issue 12 (cancel via context)
+// The standard toolset: cancel via context.
 func TestBashCancel(t *testing.T) {
 	fastGrace(t)
 	line, pidFile := grandchild(t, "sleep 300")
@@ -140,7 +140,7 @@ func TestBashCancel(t *testing.T) {
 
 // TestBashLeftovers: a background process still running when the shell
 // exits (and holding its pipes) does not hang the call and is ended.
-// spec: issue 12 (a grandchild holding the pipes does not hang Wait)
+// The standard toolset: a grandchild holding the pipes does not hang Wait.
 func TestBashLeftovers(t *testing.T) {
 	fastGrace(t)
 	line, pidFile := grandchild(t, "echo done")
@@ -162,7 +162,7 @@ func TestBashLeftovers(t *testing.T) {
 // TestBashCut: a long output keeps its head and its tail with a marker
 // counting what was cut, within the budget, and says how to see it all;
 // stderr gets its share.
-// spec: issue 12 (output head+tail cut)
+// The standard toolset: output head+tail cut.
 func TestBashCut(t *testing.T) {
 	got, code := searchRun(t, "bash", "seq 1 100000; echo last")
 	if code != 0 || len(got) > Budget {
@@ -200,7 +200,7 @@ func TestBashCut(t *testing.T) {
 
 // TestHeadTail: the in-memory bound keeps the first and last bytes over
 // many small writes and one large one.
-// spec: issue 12 (each stream bounded in memory)
+// The standard toolset: each stream bounded in memory.
 func TestHeadTail(t *testing.T) {
 	h := newHeadTail(4, 6)
 	for _, w := range []string{"ab", "cdef", "ghij", "klmnopq", "rs"} {

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// spec: issue 12 — edit replaces an exact string, once or with --all, keeps
+// spec: edit replaces an exact string, once or with --all, keeps
 // line endings, mode and a missing final newline, and shows the change.
 func TestEdit(t *testing.T) {
 	goFile := "package main\n\nfunc main() {\n\tx := 1\n\tprintln(x)\n}\n"
@@ -129,7 +129,7 @@ func TestEdit(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — edit on a 200k-line file: the change lands, the view is
+// spec: edit on a 200k-line file: the change lands, the view is
 // bounded and numbered right.
 func TestEditHugeFile(t *testing.T) {
 	ftDir(t)
@@ -150,7 +150,7 @@ func TestEditHugeFile(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a long NEW is shown by its ends.
+// spec: a long NEW is shown by its ends.
 func TestEditLongNewShowsEnds(t *testing.T) {
 	ftDir(t)
 	ftWrite(t, "f", "start\nX\nend\n", 0o644)
@@ -168,7 +168,7 @@ func TestEditLongNewShowsEnds(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — edit refuses a symlink out of the workspace, a
+// spec: edit refuses a symlink out of the workspace, a
 // directory, a FIFO (without blocking) and a missing file.
 func TestEditRefusals(t *testing.T) {
 	outside := t.TempDir()
@@ -201,7 +201,7 @@ func TestEditRefusals(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — an unreadable file: clear error. Root reads a mode-000
+// spec: an unreadable file: clear error. Root reads a mode-000
 // file anyway (CI runs tests as root): skipped there.
 func TestEditUnreadable(t *testing.T) {
 	if os.Geteuid() == 0 {
@@ -214,7 +214,7 @@ func TestEditUnreadable(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a file name that is not UTF-8 is edited, and shown with
+// spec: a file name that is not UTF-8 is edited, and shown with
 // its invalid bytes replaced.
 func TestEditNonUTF8Name(t *testing.T) {
 	ftDir(t)

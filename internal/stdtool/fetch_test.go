@@ -101,7 +101,7 @@ func fetchEnv(t *testing.T, proxy, local string) {
 
 // TestFetch: HTML reduced to text, text and JSON as they are, other types
 // refused, redirects bounded, the status first.
-// spec: issue 12 (fetch URL)
+// The standard toolset: fetch URL.
 func TestFetch(t *testing.T) {
 	srv := fetchServer(t)
 	u := srv.URL
@@ -160,7 +160,7 @@ next line
 
 // TestFetchBounds: the body read is bounded (and said so), the output is
 // cut within the budget with a hint, and a slow server times out.
-// spec: issue 12 (size bound, timeout)
+// The standard toolset: size bound, timeout.
 func TestFetchBounds(t *testing.T) {
 	srv := fetchServer(t)
 	got, code := searchRun(t, "fetch", srv.URL+"/big")

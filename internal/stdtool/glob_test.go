@@ -13,7 +13,7 @@ import (
 
 // TestGlob: ** patterns, newest first, .gitignore, symlinks, and the
 // pattern's leading directories.
-// spec: issue 12 (glob PATTERN [PATH])
+// The standard toolset: glob PATTERN [PATH].
 func TestGlob(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -79,7 +79,7 @@ func TestGlob(t *testing.T) {
 }
 
 // TestGlobCap: at most globMax paths, the newest, with a note.
-// spec: issue 12 (capped, with a note)
+// The standard toolset: capped, with a note.
 func TestGlobCap(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)

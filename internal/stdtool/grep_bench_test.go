@@ -21,7 +21,7 @@ const benchTree = "/usr/local/go/src"
 // through a pipe, the page cache warmed first. The rg sub-benchmark
 // reports ctx/rg: how many times rg's time ctx-grep takes (target ≤ 2),
 // by wall time and by CPU time (user+system).
-// spec: issue 12 (grep: ≤ 2× ripgrep over the Go source tree)
+// The standard toolset: grep: ≤ 2× ripgrep over the Go source tree.
 func BenchmarkGrepVsRipgrep(b *testing.B) {
 	rg, err := exec.LookPath("rg")
 	if err != nil {

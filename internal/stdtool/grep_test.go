@@ -37,7 +37,7 @@ func grepFixture(t *testing.T) string {
 }
 
 // TestGrep: the argv, the output format and what is searched.
-// spec: issue 12 (grep PATTERN [PATH] [--glob G] [-i] [-l])
+// The standard toolset: grep PATTERN [PATH] [--glob G] [-i] [-l].
 func TestGrep(t *testing.T) {
 	grepFixture(t)
 	cases := []struct {
@@ -87,7 +87,7 @@ func TestGrep(t *testing.T) {
 
 // TestGrepUnicodeFold: -i matches what Go's (?i) matches, also the runes
 // outside ASCII that fold to k and s, and non-ASCII letters.
-// spec: issue 12 (-i)
+// The standard toolset: -i.
 func TestGrepUnicodeFold(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -109,7 +109,7 @@ func TestGrepUnicodeFold(t *testing.T) {
 
 // TestGrepCaps: 500 matching lines at most with a note on how to narrow,
 // long lines cut around their match, the output budget.
-// spec: issue 12 (a result cap with a note on how to narrow)
+// The standard toolset: a result cap with a note on how to narrow.
 func TestGrepCaps(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -153,7 +153,7 @@ func TestGrepCaps(t *testing.T) {
 // TestGrepHugeAndUnreadable: a file over the size bound is skipped with a
 // note naming it; so is an unreadable one (skipped as root: chmod 000 does
 // not stop root, which CI runs as).
-// spec: issue 12 (huge files, unreadable files)
+// The standard toolset: huge files, unreadable files.
 func TestGrepHugeAndUnreadable(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -183,7 +183,7 @@ func TestGrepHugeAndUnreadable(t *testing.T) {
 
 // TestGrepLikeRegexpPerLine: the literal prefilter and the whole-file
 // search find exactly the lines Go's regexp matches one line at a time.
-// spec: issue 12 (match against the whole buffer, map matches to lines)
+// The standard toolset: match against the whole buffer, map matches to lines.
 func TestGrepLikeRegexpPerLine(t *testing.T) {
 	rng := rand.New(rand.NewSource(12))
 	words := []string{"func", "Handler", "serve", "HTTP", "key", "KEY", "x", "", " ", "\t", "(", ")", "{", "}", "é", "\u212a", "mission", "\r"}
@@ -226,7 +226,7 @@ func TestGrepLikeRegexpPerLine(t *testing.T) {
 }
 
 // TestGrepCancel: a cancelled context stops grep with the context's error.
-// spec: issue 12 (cancel)
+// The standard toolset: cancel.
 func TestGrepCancel(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)

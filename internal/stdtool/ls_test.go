@@ -9,7 +9,7 @@ import (
 )
 
 // TestLs: the tree, its depth, what it leaves out and how it shows links.
-// spec: issue 12 (ls [PATH] [--depth N])
+// The standard toolset: ls [PATH] [--depth N].
 func TestLs(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -60,7 +60,7 @@ func TestLs(t *testing.T) {
 
 // TestLsCaps: at most lsPerDir entries of a directory, then "… N more";
 // the whole tree within the budget, with a note saying what was cut.
-// spec: issue 12 (entries per directory capped; total bounded)
+// The standard toolset: entries per directory capped; total bounded.
 func TestLsCaps(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)

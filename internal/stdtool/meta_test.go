@@ -10,7 +10,7 @@ import (
 // TestDescriptions: every tool's description is written for a model — a
 // one-line summary first (what `tsh list` shows), its argv, an example —
 // and fits whole in the tool context (toolctx.MaxDescription).
-// spec: issue 12 item 1 (tool.json: what it does, argv, one example, limits)
+// The standard toolset: tool.json: what it does, argv, one example, limits.
 func TestDescriptions(t *testing.T) {
 	if len(Tools()) != 9 {
 		t.Fatalf("%d tools", len(Tools()))

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// spec: issue 12 — Output keeps at most Budget bytes, cut at a line
+// spec: Output keeps at most Budget bytes, cut at a line
 // boundary (a rune boundary for one huge line), valid UTF-8, then the cut
 // note with the hint, then the notes.
 func TestOutput(t *testing.T) {
@@ -74,7 +74,7 @@ func TestOutput(t *testing.T) {
 
 func tail(s string) string { return s[max(0, len(s)-200):] }
 
-// spec: issue 12 — one line longer than the budget is cut on a rune
+// spec: one line longer than the budget is cut on a rune
 // boundary: the kept part is valid UTF-8 within the budget.
 func TestOutputLongLineRuneBoundary(t *testing.T) {
 	for shift := 0; shift < 4; shift++ {

@@ -68,7 +68,7 @@ func numbered(n int, eol string) string {
 	return b.String()
 }
 
-// spec: issue 12 — read: cat -n format, offset and limit, CRLF, a missing
+// spec: read: cat -n format, offset and limit, CRLF, a missing
 // final newline, long lines, empty, binary and non-regular files.
 func TestRead(t *testing.T) {
 	ftDir(t)
@@ -119,7 +119,7 @@ func TestRead(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a 200k-line file: read stays within the budget and says
+// spec: a 200k-line file: read stays within the budget and says
 // which lines it showed and how to read on.
 func TestReadHugeFile(t *testing.T) {
 	ftDir(t)
@@ -145,7 +145,7 @@ func TestReadHugeFile(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a FIFO is refused at once, never opened for a blocking
+// spec: a FIFO is refused at once, never opened for a blocking
 // read.
 func TestReadFIFODoesNotBlock(t *testing.T) {
 	ftDir(t)
@@ -171,7 +171,7 @@ func TestReadFIFODoesNotBlock(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — read follows a symlink, also one that leaves the
+// spec: read follows a symlink, also one that leaves the
 // workspace (only writing through one is refused).
 func TestReadFollowsSymlinkOutOfWorkspace(t *testing.T) {
 	outside := t.TempDir()
@@ -187,7 +187,7 @@ func TestReadFollowsSymlinkOutOfWorkspace(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a file name that is not UTF-8 is read, and printed with
+// spec: a file name that is not UTF-8 is read, and printed with
 // its invalid bytes replaced.
 func TestReadNonUTF8Name(t *testing.T) {
 	ftDir(t)
@@ -201,7 +201,7 @@ func TestReadNonUTF8Name(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — an unreadable file gives a clear error. Root reads a
+// spec: an unreadable file gives a clear error. Root reads a
 // mode-000 file anyway (CI runs tests as root), so the case is skipped
 // there; the directory and FIFO cases above cover the other refusals.
 func TestReadUnreadable(t *testing.T) {
@@ -215,7 +215,7 @@ func TestReadUnreadable(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — IsBinary: NUL, or mostly not text.
+// spec: IsBinary: NUL, or mostly not text.
 func TestIsBinary(t *testing.T) {
 	for _, tc := range []struct {
 		head string
@@ -237,7 +237,7 @@ func TestIsBinary(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — the file tools are registered with their pinned argv,
+// spec: the file tools are registered with their pinned argv,
 // and each description (written for a model) gives the argv and an example.
 func TestFileToolsRegistered(t *testing.T) {
 	for name, usage := range map[string]string{

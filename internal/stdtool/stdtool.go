@@ -1,11 +1,11 @@
-// Package stdtool is ctx's standard toolset (issue 12): bash, read, write,
+// Package stdtool is ctx's standard toolset: bash, read, write,
 // edit, apply_patch, grep, glob, ls and fetch. One multi-call binary
 // (cmd/ctxtools) holds them all; `ctx init` installs it as the tool objects
 // CTX_ROOT/tool/<name> (hard links of one file) with a <name>.d/tool.json
 // written from each tool's Meta. Each tool is an ordinary ctx tool: found on
 // CTX_PATH, checked by every authority layer, run in the sandbox with the
 // call's args as its argv. A tool knows nothing of authority: what it can
-// touch is what the sandbox view shows (issue 11).
+// touch is what the sandbox view shows.
 //
 // Conventions every tool keeps (README "Tools"):
 //   - paths are paths inside the sandbox view, relative ones to the cwd;

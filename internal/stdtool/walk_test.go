@@ -76,7 +76,7 @@ func walked(t *testing.T, root string) []string {
 // patterns, directory-only patterns, .git/info/exclude, .git skipped, and
 // git's rule that a whitelist (`*`, `!*/`, `!*.go`) keeps only what it
 // names.
-// spec: issue 12 (grep, glob and ls honour .gitignore and skip .git)
+// The standard toolset: grep, glob and ls honour .gitignore and skip .git.
 func TestWalkIgnore(t *testing.T) {
 	dir := t.TempDir()
 	searchTree(t, dir, map[string]string{
@@ -123,7 +123,6 @@ func TestWalkIgnore(t *testing.T) {
 // TestWalkExplicitRoot: a directory named explicitly is walked even when a
 // parent's .gitignore ignores it, and the parents' other rules still apply
 // (rg's behaviour); below a repository root its .gitignore applies.
-// spec: issue 12
 func TestWalkExplicitRoot(t *testing.T) {
 	dir := t.TempDir()
 	searchTree(t, dir, map[string]string{
@@ -150,7 +149,6 @@ func TestWalkExplicitRoot(t *testing.T) {
 // TestWalkSymlinksAndNames: symlinks are listed, not followed (a link to a
 // directory of the tree and one out of it), and a name that is not UTF-8
 // is walked like any other.
-// spec: issue 12
 func TestWalkSymlinksAndNames(t *testing.T) {
 	dir, outside := t.TempDir(), t.TempDir()
 	searchTree(t, outside, map[string]string{"secret.go": "package secret\n"})
@@ -174,7 +172,6 @@ func TestWalkSymlinksAndNames(t *testing.T) {
 // TestWalkUnreadableDir: a directory the walk cannot list is counted and
 // named; the rest of the tree is walked. (Root reads every directory, so
 // the case is skipped when the tests run as root, as CI does.)
-// spec: issue 12
 func TestWalkUnreadableDir(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("root reads a mode 000 directory")
@@ -198,7 +195,6 @@ func TestWalkUnreadableDir(t *testing.T) {
 
 // TestWalkStops: fs.SkipDir skips a directory, fs.SkipAll and a cancelled
 // context stop the walk.
-// spec: issue 12
 func TestWalkStops(t *testing.T) {
 	dir := t.TempDir()
 	searchTree(t, dir, map[string]string{"a/1": "", "b/2": "", "c/3": ""})
@@ -226,7 +222,7 @@ func TestWalkStops(t *testing.T) {
 // TestWalkSkipsPlaceholders: the sandbox's placeholders of absent
 // protected names (empty, mode 000) are not entries for grep, glob and ls,
 // and not "could not be read" noise; a real mode-000 file with content is
-// still reported. spec: issue 12, issue 11 (protected paths)
+// still reported. (protected paths).
 func TestWalkSkipsPlaceholders(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)

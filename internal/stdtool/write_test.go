@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// spec: issue 12 — write creates or replaces a file with CONTENT exactly.
+// spec: write creates or replaces a file with CONTENT exactly.
 func TestWrite(t *testing.T) {
 	ftDir(t)
 	ftWrite(t, "old.txt", "old\n", 0o600)
@@ -65,7 +65,7 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — write refuses a symlink that leaves the workspace and
+// spec: write refuses a symlink that leaves the workspace and
 // writes through one that stays inside it (the link stays a link).
 func TestWriteSymlinks(t *testing.T) {
 	outside := t.TempDir()
@@ -105,7 +105,7 @@ func TestWriteSymlinks(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a FIFO is refused (not replaced, not blocked on); a name
+// spec: a FIFO is refused (not replaced, not blocked on); a name
 // that is not UTF-8 is written as given.
 func TestWriteSpecialNames(t *testing.T) {
 	ftDir(t)
@@ -127,7 +127,7 @@ func TestWriteSpecialNames(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — a directory the tool may not write in gives a clear
+// spec: a directory the tool may not write in gives a clear
 // error. Root writes anyway (CI runs tests as root): skipped there.
 func TestWriteUnwritable(t *testing.T) {
 	if os.Geteuid() == 0 {

@@ -46,7 +46,7 @@ type Record struct {
 	Frame ipc.Frame
 	Line  []byte // with trailing newline
 	// Off is where Line starts in events.jsonl: the log's committed lines
-	// never move, so a reader can serve them from the file (issue 15 item 2).
+	// never move, so a reader can serve them from the file.
 	Off int64
 }
 
@@ -222,7 +222,7 @@ func (l *Log) AppendBatch(fs []ipc.Frame) ([]Record, error) {
 			// messages.jsonl is derived from events.jsonl: a failed write
 			// does not undo the commit; it is logged once, no later line is
 			// written after the gap, and the next Open rebuilds the file
-			// from the committed events (issue 16 item 16).
+			// from the committed events.
 			if _, err := l.messages.Write(m); err != nil {
 				l.messagesErr = err
 				slog.Warn("session messages.jsonl write failed; it is rebuilt from events.jsonl when the session is next opened", "dir", l.dir, "err", err)

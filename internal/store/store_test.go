@@ -364,7 +364,7 @@ func TestMessageOf(t *testing.T) {
 
 // Every record says where its line is in events.jsonl, after Open (with a
 // torn line cut) and after appends, so committed lines can be served from
-// the file instead of memory (issue 15 item 2).
+// the file instead of memory.
 func TestRecordOffsets(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := mustOpen(t, dir)

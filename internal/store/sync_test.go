@@ -28,7 +28,7 @@ func countSyncs(t *testing.T, fail error) *int {
 
 // TestFsyncAtCommitPoints: one fsync per batch that holds a commit frame,
 // none for a batch of deltas (group commit). The mutant without the fsync
-// fails here. issue 16 item 22
+// fails here.
 func TestFsyncAtCommitPoints(t *testing.T) {
 	l, _, err := Open(t.TempDir())
 	if err != nil {
@@ -81,7 +81,7 @@ func TestFsyncFailureRefusesTheLog(t *testing.T) {
 }
 
 // TestTornLineIsKeptDurably: the torn last line kept aside is fsynced (and
-// its directory) before events.jsonl is cut. issue 16 item 22
+// its directory) before events.jsonl is cut.
 func TestTornLineIsKeptDurably(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, EventsFile), []byte(`{"type":"user","seq":1,"run":"r","text":"a"}`+"\n"+`{"type":"del`), 0o600); err != nil {
@@ -111,7 +111,7 @@ func TestTornLineIsKeptDurably(t *testing.T) {
 
 // TestMessagesWriteFailure: a messages.jsonl write that fails does not undo
 // the commit, no later line is written after the gap, and the next Open
-// rebuilds messages.jsonl from events.jsonl. issue 16 item 16
+// rebuilds messages.jsonl from events.jsonl.
 func TestMessagesWriteFailure(t *testing.T) {
 	dir := t.TempDir()
 	l, _, err := Open(dir)

@@ -12,7 +12,6 @@ import (
 // The daemon reads only the tail of events.jsonl: a file far larger than
 // HistoryTail (attach/detach noise, or a forged history) is never read
 // whole, a line cut by the tail is skipped, and the newest events decide.
-// issue 16 item 17
 func TestReadHistoryBounded(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "events.jsonl")

@@ -18,7 +18,7 @@ import (
 )
 
 // HistoryTail bounds how much of the resource's events.jsonl the daemon
-// reads: the last HistoryTail bytes (issue 16 item 17). The file grows with
+// reads: the last HistoryTail bytes. The file grows with
 // every attach, detach and resize and is never read whole.
 const HistoryTail = 1 << 20
 

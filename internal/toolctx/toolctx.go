@@ -183,7 +183,7 @@ func renderContext(ts []Loaded, evicted int) string {
 		}
 		b.WriteString("\n")
 		for _, l := range lines[min(1, len(lines)):] {
-			b.WriteString("  " + l + "\n") // a multi-line description keeps its lines (issue 12)
+			b.WriteString("  " + l + "\n") // a multi-line description keeps its lines
 		}
 	}
 	if evicted > 0 {

@@ -46,7 +46,7 @@ func TestContextText(t *testing.T) {
 	full := ContextText(st, 0)
 	want := "Tools loaded through tsh (run one with: tsh call NAME [ARGS...]):\n" +
 		"- a: tool a [/ctx/tool/a]\n" +
-		"  second line\n" + // issue 12: a description's lines stay lines, indented under the tool
+		"  second line\n" + // A description's lines stay lines, indented under the tool
 		"- b: tool b [/ctx/tool/b]\n" +
 		"- c (pinned): tool c [/ctx/tool/c]\n"
 	if full != want {

@@ -28,7 +28,7 @@ type Meta struct {
 	// Interactive declares a tool that needs the terminal it is run from
 	// (a shell, an editor): tsh runs it in its own session with the
 	// terminal as its controlling terminal. Every other tool gets a new
-	// session without one (issue 11 item 5: nothing to inject input into).
+	// session without one (nothing to inject input into).
 	Interactive bool `json:"interactive"`
 }
 

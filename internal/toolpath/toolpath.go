@@ -149,7 +149,7 @@ func (t *Tool) Close() error {
 // the same inode still linked at Path, with the same size, mtime and
 // ctime. Between a check and a spawn lies an approval that can take a
 // minute; a file replaced or rewritten meanwhile is not the file the
-// person approved (issue 16 item 20). The error says what changed.
+// person approved. The error says what changed.
 func (t *Tool) Unchanged() error {
 	var now, at unix.Stat_t
 	if err := unix.Fstat(int(t.File.Fd()), &now); err != nil {

@@ -1,4 +1,4 @@
-// Package toolset installs ctx's standard toolset (issue 12) as tool
+// Package toolset installs ctx's standard toolset as tool
 // objects: the one ctxtools binary linked under each tool's name in a tool
 // directory (CTX_ROOT/tool), each with its <name>.d/tool.json.
 package toolset
@@ -205,7 +205,7 @@ func ours(meta string) bool {
 // tools themselves.
 var Standard = []string{"apply_patch", "bash", "edit", "fetch", "glob", "grep", "ls", "read", "write"}
 
-// DefaultPolicy is the `.d/policy` of a new model agent (issue 12): the
+// DefaultPolicy is the `.d/policy` of a new model agent: the
 // standard toolset, agent.update and the tools given with --tools, in the
 // grammar of internal/policy/POLICY.md. A person narrows it by deleting
 // lines or adding `deny tool NAME` (deny wins), widens it with `allow tool

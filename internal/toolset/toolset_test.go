@@ -22,7 +22,7 @@ func fakeBinary(t *testing.T, version string) string {
 	return p
 }
 
-// spec: issue 12 — ctx init installs the toolset as tool objects, one inode
+// spec: ctx init installs the toolset as tool objects, one inode
 // linked under every name, each with its tool.json; a user's own tool of
 // that name is kept; a newer binary replaces ours.
 func TestInstall(t *testing.T) {
@@ -71,7 +71,7 @@ func TestInstall(t *testing.T) {
 	}
 }
 
-// spec: issue 12 — the names the default policy allows are the tools the
+// spec: the names the default policy allows are the tools the
 // binary holds.
 func TestStandardIsTheToolset(t *testing.T) {
 	var got []string

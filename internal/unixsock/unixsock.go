@@ -1,4 +1,4 @@
-// Package unixsock is the one copy of unix-socket hygiene (issue 17 item
+// Package unixsock is the one copy of unix-socket hygiene
 // 1): listen in a private directory (dial first, refuse a live server,
 // remove a stale file, 0600 before the first accept, the process umask
 // untouched) and the kernel's peer credentials.

@@ -10,7 +10,7 @@ import (
 
 // TestListen: 0600 in a 0700 directory made on demand, a live server
 // refused, a stale file replaced, a non-socket refused, unlinked on close,
-// our own credentials seen on a connection. spec: A4 (issue 17 item 1)
+// our own credentials seen on a connection. spec: A4
 func TestListen(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run", "sub")
 	p := filepath.Join(dir, "s.sock")

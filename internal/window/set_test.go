@@ -107,7 +107,7 @@ func TestSetRefusalReasonNamesLimit(t *testing.T) {
 
 // TestSetRefusesSymlinkedControl: the setter reads control files as the
 // runtime does (agentdef.ReadControl): a symlinked model file is refused,
-// never followed, and nothing is written. spec: issue 17 item 1, W2
+// never followed, and nothing is written. spec: W2
 func TestSetRefusesSymlinkedControl(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(t.TempDir(), "elsewhere")

@@ -17,7 +17,7 @@ import (
 // Snapshot records what in a directory runs code on the host: every
 // repository the walk finds (new ones matter), its config's settings that
 // execute, its hooks, and the protected names a grant made writable. Two
-// snapshots, before and after a run, give the run's warning (issue 11).
+// snapshots, before and after a run, give the run's warning.
 type Snapshot struct {
 	items map[string]string
 	// Truncated: why the walk stopped early, or "". A cut-short snapshot

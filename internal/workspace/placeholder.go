@@ -30,7 +30,7 @@ type Registry struct {
 	held map[phKey]*placeholder
 	// dirs holds one descriptor per directory with placeholders, shared by
 	// them: a sandbox holds one descriptor per workspace, not one per
-	// protected name (issue 15: descriptors independent of the load).
+	// protected name (descriptors independent of the load).
 	dirs map[safefs.Identity]*heldDir
 }
 

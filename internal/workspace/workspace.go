@@ -2,7 +2,7 @@
 // writable or read-only — a request's workspace and .d/mount sources, by
 // the same rules — opens them safely, finds the protected paths inside
 // them, holds the placeholders that keep absent ones from being created,
-// and reports what a run changed that runs code on the host (issue 11).
+// and reports what a run changed that runs code on the host.
 package workspace
 
 import (
@@ -164,7 +164,7 @@ func HomeDirs() []string {
 	return out
 }
 
-// Open opens path safely and judges it (issue 11): absolute, an existing
+// Open opens path safely and judges it: absolute, an existing
 // directory (the owner can write it when o.Write), no symlink on the way
 // (unless o.Resolve), not /, the owner's home or an ancestor of it (unless
 // granted), not inside CTX_ROOT or the runtime dir; when it contains

@@ -57,7 +57,7 @@ func FuzzParseGrants(f *testing.F) {
 	})
 }
 
-// issue 11: one validation of a workspace or mount source.
+// One validation of a workspace or mount source.
 func TestOpen(t *testing.T) {
 	base, _ := filepath.EvalSymlinks(t.TempDir())
 	home := filepath.Join(base, "home")
@@ -118,7 +118,7 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// issue 11: protected paths found without following symlinks, bounded.
+// Protected paths found without following symlinks, bounded.
 func TestWalk(t *testing.T) {
 	ws := t.TempDir()
 	for _, d := range []string{".git", "a/b/.git", "bare/objects", "bare/refs", "bare/hooks", "deep/1/2/3/4/5/6/7/8/9/.git", "src"} {
@@ -222,7 +222,7 @@ func TestPlaceholders(t *testing.T) {
 	}
 }
 
-// issue 11 item 5: what a run changed that runs code on the host.
+// What a run changed that runs code on the host.
 func TestSnapshotChanges(t *testing.T) {
 	ws := t.TempDir()
 	os.MkdirAll(filepath.Join(ws, "r/.git/hooks"), 0o755)
@@ -278,7 +278,7 @@ func FuzzParseGitConfig(f *testing.F) {
 }
 
 // BenchmarkPrepare: what a run start's protected-path work costs on a
-// workspace of 10,000 files and 50 nested repositories (issue 11).
+// workspace of 10,000 files and 50 nested repositories.
 func BenchmarkPrepare(b *testing.B) {
 	ws := b.TempDir()
 	for i := 0; i < 50; i++ {
@@ -331,7 +331,7 @@ func fdsOn(path string) int {
 }
 
 // Placeholders in one directory share one held descriptor of it, released
-// with the last of them (issue 15: a live sandbox holds descriptors per
+// with the last of them (a live sandbox holds descriptors per
 // workspace, not per protected name).
 func TestPlaceholdersShareTheirDirectory(t *testing.T) {
 	ws := t.TempDir()

@@ -47,7 +47,7 @@ func TestReader(t *testing.T) {
 		{"partial event at EOF dropped", "data: a\n\ndata: b\n", []Event{{Data: "a"}}},
 		{"partial line at EOF dropped", "data: a\n\ndata: b", []Event{{Data: "a"}}},
 		{"two events", "event: x\ndata: 1\n\nevent: y\ndata: 2\n\n", []Event{{Type: "x", Data: "1"}, {Type: "y", Data: "2"}}},
-		// issue 16 item 7: llama.cpp reports a stream failure in an "error" field.
+		// Llama.cpp reports a stream failure in an "error" field.
 		{"error field dispatches", "error: {\"code\":400}\n\ndata: [DONE]\n\n", []Event{{Error: `{"code":400}`}, {Data: "[DONE]"}}},
 		{"error and data", "data: a\nerror: e1\nerror: e2\n\n", []Event{{Data: "a", Error: "e1\ne2"}}},
 	}
@@ -95,7 +95,7 @@ func FuzzReader(f *testing.F) {
 		"\uFEFFid: 1\nretry: 5\ndata\n\n",
 		"data: a\r",
 		"data:\r\n\r\n\r\n",
-		"error: {\"code\":400,\"message\":\"too long\"}\n\ndata: [DONE]\n\n", // llama.cpp (issue 16 item 7)
+		"error: {\"code\":400,\"message\":\"too long\"}\n\ndata: [DONE]\n\n", // llama.cpp
 		"error: a\r\nerror: b\r\n\r\n",
 		"",
 	} {

@@ -22,7 +22,6 @@ func budgetTokens(chars int) uint32 {
 // ones stay — even when they are the oldest loads, where a cut from the end
 // (or eviction ignoring pins) would keep the wrong ones. The envelope's
 // tool_context (Result.ToolContext) is that same rendering. spec: K5 W9
-// (issue 16 item 4)
 func TestToolContextOverBudgetKeepsPinnedK5(t *testing.T) {
 	in, _ := fixture(t)
 	var st toolctx.State
@@ -83,7 +82,7 @@ func TestToolContextOverBudgetKeepsPinnedK5(t *testing.T) {
 // TestTurnsFitTheBudgetW8: every dispatch of a model run fits, not only the
 // first: the run's own turns are charged; history goes first, then earlier
 // turns, oldest first; the newest tool result is cut with a marker; never
-// sent over the budget. spec: W8 W9 (issue 16 item 2)
+// sent over the budget. spec: W8 W9
 func TestTurnsFitTheBudgetW8(t *testing.T) {
 	in, _ := fixture(t)
 	in.ToolContext = ""
