@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -106,9 +107,10 @@ func DaemonBinary() (string, error) {
 
 // Conn is a client connection to an agent socket.
 type Conn struct {
-	c  *net.UnixConn
-	lr *ipc.LineReader
-	w  *bufio.Writer
+	c   *net.UnixConn
+	lr  *ipc.LineReader
+	wmu sync.Mutex // a follower's reattach and its caller's cancel may write at once
+	w   *bufio.Writer
 }
 
 // DialAgent connects to an agent's socket: the runtime path, then the
@@ -146,6 +148,8 @@ func (c *Conn) Send(r any) error {
 	if err != nil {
 		return err
 	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if _, err := c.w.Write(append(b, '\n')); err != nil {
 		return err
 	}

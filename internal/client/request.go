@@ -1,0 +1,42 @@
+package client
+
+import "github.com/cortexfs/ctx/ipc"
+
+// Request is one request line of an agent socket (interfaces.md "Socket
+// frames"), typed: every client builds its requests here, never as a map.
+type Request struct {
+	Op        string   `json:"op"`
+	ID        string   `json:"id,omitempty"`
+	Run       string   `json:"run,omitempty"`
+	Session   string   `json:"session,omitempty"`
+	Scope     string   `json:"scope,omitempty"`
+	Workspace string   `json:"workspace,omitempty"`
+	Input     *string  `json:"input,omitempty"`
+	Args      []string `json:"args,omitempty"`
+	Decision  string   `json:"decision,omitempty"`
+}
+
+// Send asks for a run with input; id makes it idempotent (P4).
+func Send(id, session, scope, workspace, input string) Request {
+	return Request{Op: ipc.OpSend, ID: id, Session: session, Scope: scope, Workspace: workspace, Input: &input}
+}
+
+// Cancel asks to cancel the active run named run of a session.
+func Cancel(session, scope, run string) Request {
+	return Request{Op: ipc.OpCancel, Session: session, Scope: scope, ID: run}
+}
+
+// Approve answers a run's approval request id (A2).
+func Approve(run, id, decision string) Request {
+	return Request{Op: ipc.OpApprove, Run: run, ID: id, Decision: decision}
+}
+
+// Resume asks for a session's history, then its active run live (P2).
+func Resume(session, scope string) Request {
+	return Request{Op: ipc.OpResume, Session: session, Scope: scope}
+}
+
+// Remove asks to remove a session.
+func Remove(session, scope string) Request {
+	return Request{Op: ipc.OpRemove, Session: session, Scope: scope}
+}
