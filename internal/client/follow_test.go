@@ -86,8 +86,8 @@ func TestFollowReattachesAfterADrop(t *testing.T) {
 			frame(c, ipc.Frame{Type: ipc.TypeError, Code: ipc.CodeSlowClient, Message: "slow"})
 		},
 		func(c *net.UnixConn, r *bufio.Reader, got *[]string) {
-			readLine(r, got) // the send again
-			readLine(r, got) // the cancel again
+			readLine(r, got)                 // the send again
+			readLine(r, got)                 // the cancel again
 			for i := int64(1); i <= 4; i++ { // a replay, then one new frame
 				frame(c, ipc.Frame{Type: ipc.TypeDelta, Run: run, Seq: i, Text: fmt.Sprint(i)})
 			}
