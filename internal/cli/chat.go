@@ -40,18 +40,35 @@ func (c *ChatCmd) Run(env *Env) error {
 	}
 	defer conn.Close()
 	wd, _ := os.Getwd()
-	frames := make(chan frameOrErr, 64)
-	go readFrames(conn, frames)
+	// Each run is followed on a connection of its own (the first is conn),
+	// across drops: client.Follower. follow starts one.
+	first := conn
+	follow := func(req sendReq) (*client.Follower, error) {
+		cn := first
+		first = nil
+		if cn == nil {
+			var err error
+			if cn, err = connect(env, c.Name); err != nil {
+				return nil, err
+			}
+		}
+		fw, err := client.Follow(env.Ctx, cn, req, redialer(env, c.Name))
+		if err != nil {
+			cn.Close()
+			return nil, Exit(ExitUnavailable, err)
+		}
+		return fw, nil
+	}
 	mk := func(line string) sendReq {
 		return sendReq{Op: ipc.OpSend, ID: client.NewID("chat"), Session: c.Session, Scope: c.Scope, Workspace: wd, Input: &line}
 	}
 	fd := int(env.Stdin.Fd())
 	if !term.IsTerminal(fd) {
-		return c.plain(env, conn, frames, mk)
+		return c.plain(env, follow, mk)
 	}
 	old, err := term.MakeRaw(fd)
 	if err != nil {
-		return c.plain(env, conn, frames, mk)
+		return c.plain(env, follow, mk)
 	}
 	defer term.Restore(fd, old)
 
@@ -98,14 +115,16 @@ func (c *ChatCmd) Run(env *Env) error {
 		line = strings.TrimPrefix(line, "/") // "//x" sends "/x"
 		keys.setIdle(false)
 		req := mk(line)
-		if err := conn.Send(req); err != nil {
-			return Exit(ExitUnavailable, err)
+		fw, err := follow(req)
+		if err != nil {
+			return err
 		}
 		if view != nil {
-			err = c.runRendered(env, view, t, conn, frames, keys.run, keys, req.Workspace)
+			err = c.runRendered(env, view, t, fw, keys.run, keys, req.Workspace)
 		} else {
-			err = c.runOnTerminal(t, conn, frames, keys.run, keys)
+			err = c.runOnTerminal(t, fw, keys.run, keys)
 		}
+		fw.Close()
 		if err != nil {
 			return err
 		}
@@ -159,7 +178,7 @@ func (c *ChatCmd) command(env *Env, t *term.Terminal, line string) {
 // runRendered follows one run with the chat rendered (chatview): tool
 // calls as live lines, Markdown as its blocks close, the approval
 // question with the diff.
-func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, typed *keyRouter, workspace string) error {
+func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, fw *client.Follower, keys <-chan byte, typed *keyRouter, workspace string) error {
 	tick := time.NewTicker(chatview.TickEvery)
 	defer tick.Stop()
 	defer view.Pause()
@@ -178,7 +197,7 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, c
 				return nil
 			}
 			if pending != nil {
-				answerApproval(t, conn, pending, k)
+				answerApproval(t, fw, pending, k)
 				pending = nil
 				continue
 			}
@@ -190,13 +209,13 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, c
 				cancelled = true
 				view.Pause()
 				fmt.Fprintf(t, "^C cancelling %s\n", run)
-				_ = conn.Send(map[string]string{"op": "cancel", "session": c.Session, "scope": c.Scope, "id": run})
+				_ = fw.Cancel(run)
 			}
-		case fe := <-frames:
-			if fe.err != nil {
-				return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost: %w", fe.err))
+		case it := <-fw.Items():
+			if it.Err != nil {
+				return Exit(ExitUnavailable, it.Err)
 			}
-			f := fe.f
+			f := it.Frame
 			if run == "" && f.Run != "" {
 				run = f.Run
 			}
@@ -223,7 +242,7 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, c
 
 // runOnTerminal follows one run: tool activity is shown as it happens, the
 // answer is buffered and written when the run ends.
-func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-chan frameOrErr, keys <-chan byte, typed *keyRouter) error {
+func (c *ChatCmd) runOnTerminal(t *term.Terminal, fw *client.Follower, keys <-chan byte, typed *keyRouter) error {
 	var answer strings.Builder
 	var run string
 	cancelled := false
@@ -235,7 +254,7 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-ch
 				return nil
 			}
 			if pending != nil {
-				answerApproval(t, conn, pending, k)
+				answerApproval(t, fw, pending, k)
 				pending = nil
 				continue
 			}
@@ -246,13 +265,13 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-ch
 			if run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
 				cancelled = true
 				fmt.Fprintf(t, "^C cancelling %s\n", run)
-				_ = conn.Send(map[string]string{"op": "cancel", "session": c.Session, "scope": c.Scope, "id": run})
+				_ = fw.Cancel(run)
 			}
-		case fe := <-frames:
-			if fe.err != nil {
-				return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost: %w", fe.err))
+		case it := <-fw.Items():
+			if it.Err != nil {
+				return Exit(ExitUnavailable, it.Err)
 			}
-			f := fe.f
+			f := it.Frame
 			if run == "" && f.Run != "" {
 				run = f.Run
 			}
@@ -289,7 +308,7 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, conn *client.Conn, frames <-ch
 // plain is chat without a terminal: one message per input line. SIGINT
 // during a run cancels that run and goes on with the next line; when idle
 // it exits, as on a terminal (spec: A5, S3).
-func (c *ChatCmd) plain(env *Env, conn *client.Conn, frames chan frameOrErr, mk func(string) sendReq) error {
+func (c *ChatCmd) plain(env *Env, follow func(sendReq) (*client.Follower, error), mk func(string) sendReq) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt)
 	defer signal.Stop(sig)
@@ -318,42 +337,54 @@ func (c *ChatCmd) plain(env *Env, conn *client.Conn, frames chan frameOrErr, mk 
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		req := mk(line)
-		if err := conn.Send(req); err != nil {
-			return Exit(ExitUnavailable, err)
+		fw, err := follow(mk(line))
+		if err != nil {
+			return err
 		}
-		run, cancelSent := "", false
-		for done := false; !done; {
-			var fe frameOrErr
-			select {
-			case <-sig:
-				if run != "" && !cancelSent {
-					cancelSent = true
-					_ = conn.Send(map[string]string{"op": "cancel", "session": req.Session, "scope": req.Scope, "id": run})
-				}
-				continue
-			case fe = <-frames:
+		err = c.plainRun(env, fw, sig)
+		fw.Close()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// plainRun follows one run of the plain chat: SIGINT cancels it.
+func (c *ChatCmd) plainRun(env *Env, fw *client.Follower, sig <-chan os.Signal) error {
+	run, cancelSent := "", false
+	for {
+		var it client.Item
+		select {
+		case <-sig:
+			if run != "" && !cancelSent {
+				cancelSent = true
+				_ = fw.Cancel(run)
 			}
-			if fe.err != nil {
-				return Exit(ExitUnavailable, fe.err)
+			continue
+		case it = <-fw.Items():
+		}
+		if it.Err != nil {
+			return Exit(ExitUnavailable, it.Err)
+		}
+		f := it.Frame
+		if run == "" && f.Run != "" && (f.Type == ipc.TypeUser || f.Type == ipc.TypeStart) {
+			run = f.Run
+		}
+		switch f.Type {
+		case ipc.TypeAssistant:
+			fmt.Fprintln(env.Stdout, strings.TrimSuffix(f.Text, "\n"))
+		case ipc.TypeApprovalRequest:
+			fmt.Fprintln(env.Stderr, "ctx: approval needed but there is no terminal to ask; denied")
+			_ = fw.Approve(f.Run, f.ID, ipc.DecisionDeny)
+		case ipc.TypeCancelled:
+			fmt.Fprintln(env.Stderr, "ctx: cancelled")
+		case ipc.TypeError:
+			fmt.Fprintf(env.Stderr, "ctx: %s: %s\n", f.Code, f.Message)
+			if f.Run == "" {
+				return nil
 			}
-			if run == "" && fe.f.Run != "" && (fe.f.Type == ipc.TypeUser || fe.f.Type == ipc.TypeStart) {
-				run = fe.f.Run
-			}
-			switch fe.f.Type {
-			case ipc.TypeAssistant:
-				fmt.Fprintln(env.Stdout, strings.TrimSuffix(fe.f.Text, "\n"))
-			case ipc.TypeApprovalRequest:
-				fmt.Fprintln(env.Stderr, "ctx: approval needed but there is no terminal to ask; denied")
-				_ = conn.Send(map[string]string{"op": "approve", "run": fe.f.Run, "id": fe.f.ID, "decision": ipc.DecisionDeny})
-			case ipc.TypeCancelled:
-				fmt.Fprintln(env.Stderr, "ctx: cancelled")
-			case ipc.TypeError:
-				fmt.Fprintf(env.Stderr, "ctx: %s: %s\n", fe.f.Code, fe.f.Message)
-				done = fe.f.Run == ""
-			case ipc.TypeDone:
-				done = true
-			}
+		case ipc.TypeDone:
+			return nil
 		}
 	}
 }
@@ -452,11 +483,11 @@ func (k *keyRouter) Read(p []byte) (int, error) {
 
 // answerApproval sends the pinned approve line for the key the person
 // pressed: y allows once, anything else denies.
-func answerApproval(t io.Writer, conn *client.Conn, pending *ipc.Frame, k byte) {
+func answerApproval(t io.Writer, fw *client.Follower, pending *ipc.Frame, k byte) {
 	d := ipc.DecisionDeny
 	if k == 'y' || k == 'Y' {
 		d = ipc.DecisionAllowOnce
 	}
 	fmt.Fprintf(t, "%s\n", d)
-	_ = conn.Send(map[string]string{"op": "approve", "run": pending.Run, "id": pending.ID, "decision": d})
+	_ = fw.Approve(pending.Run, pending.ID, d)
 }

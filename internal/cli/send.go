@@ -2,14 +2,16 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/envelope"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cortexfs/ctx/internal/envelope"
 
 	"golang.org/x/term"
 
@@ -28,15 +30,7 @@ type SendCmd struct {
 	Input   []string `arg:"" help:"Message words; - reads stdin."`
 }
 
-type sendReq struct {
-	Op        string   `json:"op"`
-	ID        string   `json:"id,omitempty"`
-	Session   string   `json:"session,omitempty"`
-	Scope     string   `json:"scope,omitempty"`
-	Workspace string   `json:"workspace,omitempty"`
-	Input     *string  `json:"input,omitempty"`
-	Args      []string `json:"args,omitempty"`
-}
+type sendReq = client.Request
 
 func (c *SendCmd) Run(env *Env) error {
 	input := strings.Join(c.Input, " ")
@@ -64,25 +58,18 @@ func (c *SendCmd) Run(env *Env) error {
 // stream sends a send/tsh request and renders its frames until done.
 // SIGINT cancels the run (the frames then end with cancelled and done).
 //
-// A connection dropped mid-run (slow_client, or ended) is followed again:
-// see reattach.
+// A connection dropped mid-run (slow_client, or ended) is followed again
+// (client.Follower).
 func stream(env *Env, agent string, conn *client.Conn, req sendReq, raw bool, ask *asker) error {
-	if err := conn.Send(req); err != nil {
+	fw, err := client.Follow(env.Ctx, conn, req, redialer(env, agent))
+	if err != nil {
 		return Exit(ExitUnavailable, err)
 	}
+	defer fw.Close()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	l := newLink(conn)
-	defer func() {
-		l.stop()
-		if l.conn != conn {
-			l.conn.Close() // a reattach's; the caller closes conn
-		}
-	}()
 	var run string
-	var lastSeq int64 // the newest recorded frame handled: a reattach skips up to it
-	reattached := 0   // reattaches since the last new frame
 	printed, endsNL, cancelSent := false, false, false
 	out := bufio.NewWriter(env.Stdout)
 	defer out.Flush()
@@ -101,7 +88,7 @@ func stream(env *Env, agent string, conn *client.Conn, req sendReq, raw bool, as
 		}
 	}
 	for {
-		var fe frameOrErr
+		var it client.Item
 		select {
 		case <-tick:
 			view.Tick()
@@ -109,42 +96,22 @@ func stream(env *Env, agent string, conn *client.Conn, req sendReq, raw bool, as
 		case <-sig:
 			if !cancelSent && run != "" {
 				cancelSent = true
-				_ = l.conn.Send(map[string]string{"op": "cancel", "session": req.Session, "scope": req.Scope, "id": run})
+				_ = fw.Cancel(run)
 				continue
 			}
 			if run == "" {
 				return Exit(ExitCancelled, fmt.Errorf("interrupted"))
 			}
 			continue
-		case fe = <-l.frames:
+		case it = <-fw.Items():
 		}
-		dropped := fe.err == nil && fe.f.Type == ipc.TypeError && fe.f.Run == "" && fe.f.Code == ipc.CodeSlowClient
-		if fe.err != nil || dropped {
+		if it.Err != nil {
 			out.Flush()
-			why := fmt.Errorf("dropped by the daemon for not keeping up")
-			if fe.err != nil {
-				why = fe.err
-			}
-			if reattached >= maxReattach || fe.badFrame {
-				return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost before the run finished: %w", why))
-			}
-			reattached++
-			nl, err := reattach(env, agent, l, req, cancelSent, run)
-			if err != nil {
-				return Exit(ExitUnavailable, fmt.Errorf("connection to the daemon lost before the run finished (%v), and it could not be followed again: %w", why, err))
-			}
-			l = nl
-			continue
+			return Exit(ExitUnavailable, it.Err)
 		}
-		f := fe.f
-		if f.Seq != 0 {
-			if f.Seq <= lastSeq {
-				continue // shown before the reattach
-			}
-			lastSeq, reattached = f.Seq, 0
-		}
+		f := it.Frame
 		if raw {
-			out.Write(fe.line)
+			out.Write(it.Line)
 			out.WriteByte('\n')
 			out.Flush()
 		}
@@ -198,7 +165,7 @@ func stream(env *Env, agent string, conn *client.Conn, req sendReq, raw bool, as
 			if why != "" {
 				fmt.Fprintln(env.Stderr, "ctx: "+why)
 			}
-			_ = l.conn.Send(map[string]string{"op": "approve", "run": f.Run, "id": f.ID, "decision": decision})
+			_ = fw.Approve(f.Run, f.ID, decision)
 		case ipc.TypeError:
 			if !raw && view == nil {
 				fmt.Fprintf(env.Stderr, "ctx: %s: %s\n", f.Code, f.Message)
@@ -225,84 +192,10 @@ func stream(env *Env, agent string, conn *client.Conn, req sendReq, raw bool, as
 	}
 }
 
-type frameOrErr struct {
-	f        *ipc.Frame
-	line     []byte
-	err      error
-	badFrame bool // the daemon sent a line that is not a frame
-}
-
-func readFrames(conn *client.Conn, out chan<- frameOrErr) { readFramesUntil(conn, out, nil) }
-
-// readFramesUntil reads conn's frames into out until an error, or until
-// done is closed.
-func readFramesUntil(conn *client.Conn, out chan<- frameOrErr, done <-chan struct{}) {
-	for {
-		f, line, err := conn.Next()
-		fe := frameOrErr{f: f, line: line, err: err, badFrame: err != nil && line != nil}
-		select {
-		case out <- fe:
-		case <-done:
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// maxReattach bounds the reattaches in a row that bring no new frame.
-const maxReattach = 5
-
-// link is one connection that stream reads frames from.
-type link struct {
-	conn   *client.Conn
-	frames chan frameOrErr
-	done   chan struct{}
-}
-
-func newLink(conn *client.Conn) *link {
-	l := &link{conn: conn, frames: make(chan frameOrErr, 64), done: make(chan struct{})}
-	go readFramesUntil(conn, l.frames, l.done)
-	return l
-}
-
-// stop ends the reader (the caller closes the connection it was given).
-func (l *link) stop() { close(l.done) }
-
-// reattach follows a request again after its connection was dropped (a
-// client that fell behind a flood of frames gets slow_client) or ended:
-// it dials the agent again — without starting a daemon: one that went away
-// is reported, not replaced — and sends the same request. Its id replays
-// what was recorded and then follows the live run (P4), so nothing runs
-// twice; the caller skips the frames it already showed (seq). A cancel
-// asked before the drop is asked again. spec: P4
-func reattach(env *Env, agent string, old *link, req sendReq, cancelSent bool, run string) (*link, error) {
-	old.stop()
-	old.conn.Close()
-	var conn *client.Conn
-	var err error
-	for i := 0; i < 10; i++ { // a daemon restarting under its unit comes back within a moment
-		if conn, err = client.DialAgentOnce(env.Ctx, env.Layout, agent); err == nil {
-			break
-		}
-		select {
-		case <-env.Ctx.Done():
-			return nil, env.Ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := conn.Send(req); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	if cancelSent && run != "" {
-		_ = conn.Send(map[string]string{"op": "cancel", "session": req.Session, "scope": req.Scope, "id": run})
-	}
-	return newLink(conn), nil
+// redialer dials agent again after a drop, without starting a daemon: one
+// that went away is reported, not replaced.
+func redialer(env *Env, agent string) func(context.Context) (*client.Conn, error) {
+	return func(ctx context.Context) (*client.Conn, error) { return client.DialAgentOnce(ctx, env.Layout, agent) }
 }
 
 // asker asks the person at the terminal to approve a tool call (A2). With
@@ -375,18 +268,22 @@ func (c *ResumeCmd) Run(env *Env) error {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.Send(map[string]string{"op": "resume", "session": c.Session, "scope": c.Scope}); err != nil {
+	// A drop is followed again: the resume is sent again and what was
+	// shown is skipped by seq (client.Follower).
+	fw, err := client.Follow(env.Ctx, conn, client.Resume(c.Session, c.Scope), redialer(env, c.Name))
+	if err != nil {
 		return Exit(ExitUnavailable, err)
 	}
+	defer fw.Close()
 	out := bufio.NewWriter(env.Stdout)
 	defer out.Flush()
 	var following string
 	caught := false
-	for {
-		f, line, err := conn.Next()
-		if err != nil {
-			return Exit(ExitUnavailable, err)
+	for it := range fw.Items() {
+		if it.Err != nil {
+			return Exit(ExitUnavailable, it.Err)
 		}
+		f, line := it.Frame, it.Line
 		if c.JSON {
 			out.Write(line)
 			out.WriteByte('\n')
@@ -407,6 +304,7 @@ func (c *ResumeCmd) Run(env *Env) error {
 			return nil
 		}
 	}
+	return nil // closed: not reached, the follower ends with an item
 }
 
 // renderHistory prints a frame for a person reading a session.
@@ -452,7 +350,7 @@ func (c *CancelCmd) Run(env *Env) error {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.Send(map[string]string{"op": "cancel", "session": c.Session, "scope": c.Scope, "id": c.RunID}); err != nil {
+	if err := conn.Send(client.Cancel(c.Session, c.Scope, c.RunID)); err != nil {
 		return Exit(ExitUnavailable, err)
 	}
 	f, _, err := conn.Next()

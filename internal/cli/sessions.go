@@ -263,7 +263,7 @@ func (c *RmSessionCmd) viaDaemon(env *Env, what string) error {
 		return Exit(ExitUnavailable, err)
 	}
 	defer conn.Close()
-	if err := conn.Send(map[string]string{"op": ipc.OpRemove, "session": c.Session, "scope": c.Scope}); err != nil {
+	if err := conn.Send(client.Remove(c.Session, c.Scope)); err != nil {
 		return Exit(ExitUnavailable, err)
 	}
 	for {
