@@ -12,16 +12,10 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/ipc"
 )
-
-// Conn is one connection to the agent socket (internal/client.Conn).
-type Conn interface {
-	Send(req any) error
-	Next() (*ipc.Frame, []byte, error)
-	Close() error
-}
 
 // Options are what an Agent needs from its host.
 type Options struct {
@@ -29,7 +23,10 @@ type Options struct {
 	Agent string
 	// Dial opens a fresh connection to the agent socket (one per prompt,
 	// load and cancel), starting the daemon when needed.
-	Dial func(ctx context.Context) (Conn, error)
+	Dial func(ctx context.Context) (*client.Conn, error)
+	// Redial opens one again after a drop, without starting a daemon (one
+	// that went away is reported, not replaced); nil: a drop ends the prompt.
+	Redial func(ctx context.Context) (*client.Conn, error)
 	// CheckCwd judges an editor's cwd as a workspace (an existing directory
 	// the owner can write, not the home or CTX_ROOT …) and returns its real
 	// path, or an error saying why not.
@@ -193,7 +190,7 @@ func (a *Agent) resume(ctx context.Context, name string, each func(*ipc.Frame) e
 		return 0, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("agent %s: %v", a.opt.Agent, err)})
 	}
 	defer c.Close()
-	if err := c.Send(map[string]string{"op": ipc.OpResume, "session": name, "scope": "private"}); err != nil {
+	if err := c.Send(client.Resume(name, "private")); err != nil {
 		return 0, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("resume %s: %v", name, err)})
 	}
 	n := 0
@@ -323,19 +320,7 @@ type promptRun struct {
 	s   *session
 	id  string
 
-	sendMu sync.Mutex // the daemon connection is written by the prompt and the askers
-	conn   Conn
-}
-
-func (r *promptRun) send(v any) error {
-	r.sendMu.Lock()
-	defer r.sendMu.Unlock()
-	return r.conn.Send(v)
-}
-
-type frameOrErr struct {
-	f   *ipc.Frame
-	err error
+	fw *client.Follower // the prompt's run, followed across drops
 }
 
 func (r *promptRun) run(ctx context.Context, ws, text string) (acp.PromptResponse, error) {
@@ -344,28 +329,16 @@ func (r *promptRun) run(ctx context.Context, ws, text string) (acp.PromptRespons
 	if err != nil {
 		return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("agent %s: %v", a.opt.Agent, err)})
 	}
-	r.conn = c
-	defer c.Close()
-	req := map[string]any{"op": ipc.OpSend, "id": r.id, "session": r.s.name, "scope": "private", "workspace": ws, "input": text}
-	if err := r.send(req); err != nil {
+	// The run is followed across drops (slow_client, a lost connection):
+	// the same request again replays what was recorded (P4). Its context is
+	// not the prompt's: a cancel still wants the run's last frames.
+	fw, err := client.Follow(context.WithoutCancel(ctx), c, client.Send(r.id, r.s.name, "private", ws, text), a.opt.Redial)
+	if err != nil {
+		c.Close()
 		return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("send: %v", err)})
 	}
-	frames := make(chan frameOrErr, 64)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			f, _, err := c.Next()
-			select {
-			case frames <- frameOrErr{f, err}:
-			case <-stop:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	r.fw = fw
+	defer fw.Close()
 	// Updates keep flowing after a cancel (the run's last frames), so they
 	// are sent on a context the cancel does not end.
 	out := context.WithoutCancel(ctx)
@@ -381,27 +354,27 @@ func (r *promptRun) run(ctx context.Context, ws, text string) (acp.PromptRespons
 	done := ctx.Done()
 	printed := false
 	for {
-		var fe frameOrErr
+		var it client.Item
 		select {
 		case <-done:
 			done = nil // once
 			cancelWanted = true
 			if run != "" && !cancelSent {
 				cancelSent = true
-				_ = r.send(map[string]string{"op": ipc.OpCancel, "session": r.s.name, "scope": "private", "id": run})
+				_ = r.fw.Cancel(run)
 			}
 			continue
-		case fe = <-frames:
+		case it = <-fw.Items():
 		}
-		if fe.err != nil {
-			return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("connection to the daemon lost before the run finished: %v", fe.err)})
+		if it.Err != nil {
+			return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": it.Err.Error()})
 		}
-		f := fe.f
+		f := it.Frame
 		if f.Run != "" && run == "" && (f.Type == ipc.TypeUser || f.Type == ipc.TypeStart) {
 			run = f.Run
 			if cancelWanted && !cancelSent {
 				cancelSent = true
-				_ = r.send(map[string]string{"op": ipc.OpCancel, "session": r.s.name, "scope": "private", "id": run})
+				_ = r.fw.Cancel(run)
 			}
 		}
 		if f.Type == ipc.TypeUser && !f.Replay {
@@ -508,7 +481,7 @@ func (r *promptRun) ask(ctx context.Context, f *ipc.Frame) {
 	if errors.Is(ctx.Err(), context.Canceled) && err != nil {
 		return // the daemon already settled it (approval frame seen)
 	}
-	if serr := r.send(map[string]string{"op": ipc.OpApprove, "run": f.Run, "id": f.ID, "decision": decision}); serr != nil {
+	if serr := r.fw.Approve(f.Run, f.ID, decision); serr != nil {
 		r.a.opt.Log.Warn("acp approve", "run", f.Run, "call", f.ID, "err", serr)
 	}
 }

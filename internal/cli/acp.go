@@ -9,6 +9,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/acpbridge"
 	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/internal/mcpinstall"
 	"github.com/cortexfs/ctx/internal/version"
 	"github.com/cortexfs/ctx/internal/workspace"
@@ -33,9 +34,10 @@ func (c *AcpCmd) Run(env *Env) error {
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("agent", c.Name)
 	a := acpbridge.NewAgent(acpbridge.Options{
 		Agent: c.Name,
-		Dial: func(ctx context.Context) (acpbridge.Conn, error) {
+		Dial: func(ctx context.Context) (*client.Conn, error) {
 			return connect(env, c.Name)
 		},
+		Redial: redialer(env, c.Name),
 		CheckCwd: func(cwd string) (string, error) {
 			g, err := agentdef.ReadProtect(env.Layout.AgentControl(c.Name))
 			if err != nil {
