@@ -11,13 +11,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/envelope"
 	"maps"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"github.com/cortexfs/ctx/internal/envelope"
 
 	"github.com/asynkron/protoactor-go/actor"
 	acp "github.com/coder/acp-go-sdk"
@@ -61,10 +62,9 @@ func ACPSecretsFile(l layout.Layout, agent string) string {
 // actor. It counts as one of the run's process starts (X6).
 // In phase running only.
 func (a *Actor) startACP(c actor.Context) {
-	if a.phase != phaseRunning {
+	if a.phase != phaseRunning || !a.takeStart(c) {
 		return
 	}
-	a.starts++
 	ctx, stop := context.WithCancel(a.ctx)
 	a.acp = &acpState{stop: stop, pending: map[string]func(string){}, open: map[string]string{}, backed: map[string]bool{}, order: map[string]int{}}
 	env := a.view.AgentEnv(0)
@@ -311,15 +311,7 @@ func (a *Actor) onACPFrame(c actor.Context, m *acpFrame) {
 // countCall takes one of the run's tool calls; false (and the run
 // concluded) past the run's call bound (callBound).
 func (a *Actor) countCall(c actor.Context) bool {
-	a.calls++
-	if a.calls > a.callBound() { // spec: X6 (8 by default; .d/limits calls)
-		a.cancelACPSession()
-		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
-			"run reached %d tool calls", a.callBound())), ipc.StatusError)
-		a.endACP()
-		return false
-	}
-	return true
+	return a.takeCall(c)
 }
 
 // onACPPermission: auto mode allows once; ask mode goes through the

@@ -31,9 +31,7 @@ func (a *Actor) startStep(c actor.Context) {
 	if a.phase != phaseRunning { // spec: X6 — cancellation checked before every process
 		return
 	}
-	if a.starts >= MaxStarts { // spec: X6
-		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
-			"run reached %d agent process starts", MaxStarts)), ipc.StatusError)
+	if !a.takeStart(c) {
 		return
 	}
 	// Everything that touches files or forks runs off the actor: the tool
@@ -51,7 +49,6 @@ func (a *Actor) startStep(c actor.Context) {
 		HistoryMessages: a.spec.History, Observation: a.obs}
 	prep := a.prep
 	file := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), toolctx.StateFileName)
-	a.starts++
 	a.gen++
 	a.startPending = true
 	a.deltas.Reset()
@@ -305,10 +302,7 @@ func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
 	}
 	call := a.call
 	a.seenCalls[call.ID] = true
-	a.calls++
-	if a.calls > MaxCalls { // spec: X6
-		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
-			"run reached %d tool calls", MaxCalls)), ipc.StatusError)
+	if !a.takeCall(c) {
 		return
 	}
 	a.startTool(c, call)

@@ -1,6 +1,11 @@
 package run
 
-import "github.com/cortexfs/ctx/internal/agentdef"
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/ipc"
+)
 
 // The bounds of one run, in one place.
 const (
@@ -29,3 +34,48 @@ func (a *Actor) callBound() int {
 
 // turnBound is a model run's provider requests: one more than its calls.
 func (a *Actor) turnBound() int { return a.callBound() + 1 }
+
+// takeCall takes one of the run's tool calls — every engine's, the one
+// place the call bound is enforced. Past it the run is concluded with
+// limit_exceeded (an ACP agent's session cancelled first) and takeCall
+// returns false. spec: X6
+func (a *Actor) takeCall(c actor.Context) bool {
+	a.calls++
+	if a.calls <= a.callBound() {
+		return true
+	}
+	if a.acp != nil {
+		a.cancelACPSession()
+	}
+	a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
+		"run reached %d tool calls", a.callBound())), ipc.StatusError)
+	if a.acp != nil {
+		a.endACP()
+	}
+	return false
+}
+
+// takeStart takes one of the run's agent process starts (one per step of
+// an executable agent: the first and one after each call; an ACP agent's
+// one): the one place the start bound is enforced. spec: X6
+func (a *Actor) takeStart(c actor.Context) bool {
+	if a.starts >= MaxStarts {
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
+			"run reached %d agent process starts", MaxStarts)), ipc.StatusError)
+		return false
+	}
+	a.starts++
+	return true
+}
+
+// takeTurn takes one of a model run's provider requests, the model's
+// process starts: one more than its calls. spec: X6
+func (a *Actor) takeTurn(c actor.Context) bool {
+	if a.model.turn >= a.turnBound() {
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
+			"run reached %d model turns", a.turnBound())), ipc.StatusError)
+		return false
+	}
+	a.model.turn++
+	return true
+}

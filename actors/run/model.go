@@ -134,12 +134,9 @@ func (a *Actor) modelTurn(c actor.Context) {
 	if a.phase != phaseRunning {
 		return
 	}
-	if m.turn >= a.turnBound() { // X6-style bound on model turns: calls+1
-		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
-			"run reached %d model turns", a.turnBound())), ipc.StatusError)
+	if !a.takeTurn(c) {
 		return
 	}
-	m.turn++
 	m.text.Reset()
 	m.calls = nil
 	m.end = provider.Event{}
@@ -395,10 +392,7 @@ func (a *Actor) nextModelCall(c actor.Context) {
 	}
 	m.current, m.provID = id, call.CallID
 	a.seenCalls[id] = true
-	a.calls++
-	if a.calls > a.callBound() { // spec: X6 — 8 tool calls per run by default, models included; .d/limits calls
-		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
-			"run reached %d tool calls", a.callBound())), ipc.StatusError)
+	if !a.takeCall(c) {
 		return
 	}
 	if call.ArgsError != "" {
