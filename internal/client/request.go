@@ -3,18 +3,10 @@ package client
 import "github.com/cortexfs/ctx/ipc"
 
 // Request is one request line of an agent socket (interfaces.md "Socket
-// frames"), typed: every client builds its requests here, never as a map.
-type Request struct {
-	Op        string   `json:"op"`
-	ID        string   `json:"id,omitempty"`
-	Run       string   `json:"run,omitempty"`
-	Session   string   `json:"session,omitempty"`
-	Scope     string   `json:"scope,omitempty"`
-	Workspace string   `json:"workspace,omitempty"`
-	Input     *string  `json:"input,omitempty"`
-	Args      []string `json:"args,omitempty"`
-	Decision  string   `json:"decision,omitempty"`
-}
+// frames"): the daemon's own type, so client and daemon cannot drift.
+// Every client builds its requests with the functions below, never as a
+// map.
+type Request = ipc.Request
 
 // Send asks for a run with input; id makes it idempotent (P4).
 func Send(id, session, scope, workspace, input string) Request {

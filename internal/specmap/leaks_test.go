@@ -26,17 +26,7 @@ func TestEveryGoroutineHasAnOwner(t *testing.T) {
 	starts := map[string]bool{}
 	checks := map[string]bool{}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "bin", "testdata", "node_modules":
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkFiles(root, nil, func(p string, d fs.DirEntry) error {
 		if !strings.HasSuffix(p, ".go") {
 			return nil
 		}

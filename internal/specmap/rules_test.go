@@ -15,17 +15,7 @@ import (
 // spec: STYLE 11
 func TestErrorFramesThroughCode(t *testing.T) {
 	root, _ := filepath.Abs("../..")
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "bin", "testdata", "node_modules", "e2e":
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkFiles(root, []string{"e2e"}, func(p string, d fs.DirEntry) error {
 		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 			return nil
 		}
@@ -52,18 +42,8 @@ func TestErrorFramesThroughCode(t *testing.T) {
 func TestNoTrackerNumbers(t *testing.T) {
 	root, _ := filepath.Abs("../..")
 	re := regexp.MustCompile(`\b[Ii]ssues? \d+\b`)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
+	err := walkFiles(root, nil, func(p string, d fs.DirEntry) error {
 		rel, _ := filepath.Rel(root, p)
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "bin", "testdata", "node_modules":
-				return filepath.SkipDir
-			}
-			return nil
-		}
 		text := strings.HasSuffix(p, ".go") || strings.HasSuffix(p, ".md") || strings.HasSuffix(p, ".sh") ||
 			d.Name() == "Makefile" || rel == filepath.Join(".ci", "run")
 		if regexp.MustCompile(`(?i)issue_?\d`).MatchString(d.Name()) {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,17 +65,7 @@ func Scan(root string) (map[string]*Where, error) {
 		}
 		return m[id]
 	}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "bin", "testdata", "node_modules":
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkFiles(root, nil, func(p string, d fs.DirEntry) error {
 		rel, _ := filepath.Rel(root, p)
 		if filepath.ToSlash(filepath.Dir(rel)) == ownDir {
 			return nil
@@ -105,6 +96,25 @@ func Scan(root string) (map[string]*Where, error) {
 		w.Code, w.Tests = uniq(w.Code), uniq(w.Tests)
 	}
 	return m, err
+}
+
+// walkFiles calls fn for every file of the tree at root, skipping .git,
+// bin, testdata, node_modules and the directories named in skip: the one
+// walk of the map and of the tree's rules.
+func walkFiles(root string, skip []string, fn func(p string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch n := d.Name(); {
+			case n == ".git", n == "bin", n == "testdata", n == "node_modules", slices.Contains(skip, n):
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		return fn(p, d)
+	})
 }
 
 type tagLine struct {
