@@ -27,10 +27,15 @@ type Actor struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	p        *proc.Proc
-	starting bool
 	prep     *prepared
-	done     bool
-	spawned  bool
+	phase    phase // the table in phase.go
+}
+
+func (a *Actor) logger() *slog.Logger {
+	if a.log == nil {
+		return slog.Default()
+	}
+	return a.log
 }
 
 func (a *Actor) Receive(c actor.Context) {
@@ -44,8 +49,10 @@ func (a *Actor) Receive(c actor.Context) {
 	case *finished:
 		a.report(c, m.res)
 	case *started:
-		a.starting = false
 		a.p = m.p // the spawn goroutine's watcher ends it when a.ctx is cancelled
+		if a.phase == phaseSpawning {
+			a.to(phaseRunning)
+		}
 	case *actor.Stopping:
 		// spec: X12 — the process watcher sends SIGTERM to everything in the
 		// sandbox, waits CTX_CANCEL_GRACE, then SIGKILLs it.
@@ -75,7 +82,7 @@ func (a *Actor) onStarted(c actor.Context) {
 }
 
 func (a *Actor) onChecked(c actor.Context, m *checked) {
-	if a.done {
+	if a.phase != phaseChecking {
 		return
 	}
 	if m.res != nil {
@@ -89,6 +96,7 @@ func (a *Actor) onChecked(c actor.Context, m *checked) {
 		if a.prep.mcp != nil {
 			need.MCP = a.prep.mcp.approvalOf() // server, tool, arguments, hints
 		}
+		a.to(phaseAwaiting)
 		c.Send(c.Parent(), need)
 		return
 	}
@@ -96,7 +104,7 @@ func (a *Actor) onChecked(c actor.Context, m *checked) {
 }
 
 func (a *Actor) onApproved(c actor.Context, m *Approved) {
-	if a.done || a.prep == nil || a.p != nil || a.spawned {
+	if a.phase != phaseAwaiting { // an answer to nothing asked, or asked again
 		return
 	}
 	if m.Decision != "allow_once" { // spec: A3 — everything else fails closed
@@ -108,21 +116,19 @@ func (a *Actor) onApproved(c actor.Context, m *Approved) {
 }
 
 func (a *Actor) report(c actor.Context, r *Result) {
-	if a.done {
+	if !a.to(phaseReported) { // reported already: one result per call
 		return
 	}
-	a.done = true
 	// The run stops this actor once it has the result (a self-stop's
 	// Terminated could overtake the result: system messages go first).
 	c.Send(c.Parent(), r)
 }
 
 func (a *Actor) spawn(c actor.Context) {
-	a.spawned = true
+	a.to(phaseSpawning)
 	if p := a.prep.mcp; p != nil {
 		// The host calls the server; the call ends with a.ctx
 		// (the SDK then sends notifications/cancelled for it).
-		a.starting = true
 		self, root, ctx, cfg, call := c.Self(), c.ActorSystem().Root, a.ctx, a.cfg, a.call
 		go func() { root.Send(self, &finished{res: mcpResult(ctx, cfg, call, p)}) }()
 		return
@@ -144,7 +150,6 @@ func (a *Actor) spawn(c actor.Context) {
 	a.prep.tool = nil // the goroutine owns the checked file from here
 	opts := proc.Options{Bwrap: a.cfg.Bwrap, Roots: a.cfg.Roots, Ident: v.Identity(),
 		Enter: a.call.Group.EnterFunc(), Place: a.call.Group.PlaceFunc()} // The run's cgroup, before the tool runs
-	a.starting = true
 	a.cfg.Procs.Add(1)
 	self, root, ctx := c.Self(), c.ActorSystem().Root, a.ctx
 	grace := a.cfg.CancelGrace
