@@ -21,14 +21,14 @@ import (
 
 // Actor runs one call.
 type Actor struct {
-	cfg      *config.Config
-	call     Call
-	log      *slog.Logger
-	ctx      context.Context
-	cancel   context.CancelFunc
-	p        *proc.Proc
-	prep     *prepared
-	phase    phase // the table in phase.go
+	cfg    *config.Config
+	call   Call
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	p      *proc.Proc
+	prep   *prepared
+	phase  phase // the table in phase.go
 }
 
 func (a *Actor) logger() *slog.Logger {
