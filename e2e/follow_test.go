@@ -21,12 +21,16 @@ func floodWorld(t *testing.T) *world {
 
 func drops(w *world) int { return strings.Count(w.log.String(), "dropped a client") }
 
-func starts(w *world, agent string) int {
-	if _, err := os.Stat(w.sessionDir(agent, "default") + "/events.jsonl"); err != nil {
+func starts(w *world, agent string, session ...string) int {
+	s := "default"
+	if len(session) > 0 {
+		s = session[0]
+	}
+	if _, err := os.Stat(w.sessionDir(agent, s) + "/events.jsonl"); err != nil {
 		return 0
 	}
 	n := 0
-	for _, f := range w.events(agent, "default") {
+	for _, f := range w.events(agent, s) {
 		if f.Type == "start" {
 			n++
 		}
@@ -125,6 +129,36 @@ func TestResumeSurvivesADrop(t *testing.T) {
 		t.Errorf("the user line printed %d times", n)
 	}
 	if n := starts(w, "fl"); n != 1 {
+		t.Errorf("%d runs started, want 1", n)
+	}
+}
+
+// TestACPSurvivesADrop: `ctx acp` stopped while its prompt's run floods it
+// is dropped by the daemon (slow_client); continued, it follows the run
+// again — replayed, not run twice (P4) — and the editor gets every line
+// of the answer exactly once and the prompt's end_turn. spec: P4
+func TestACPSurvivesADrop(t *testing.T) {
+	w := floodWorld(t)
+	ws := t.TempDir()
+	r := w.acpRaw(ws, "fl")
+	sid := r.newSession(ws)
+	r.send(promptLine(3, sid, "spew 30000"))
+	waitFor(t, "the run to start", 20*time.Second, func() bool { return starts(w, "fl", sid) == 1 })
+	r.cmd.Process.Signal(syscall.SIGSTOP)
+	waitFor(t, "the run to finish and ctx acp to be dropped", 90*time.Second, func() bool {
+		ev, err := os.ReadFile(w.sessionDir("fl", sid) + "/events.jsonl")
+		return err == nil && strings.Contains(string(ev), `"type":"done"`) && drops(w) >= 1
+	})
+	r.cmd.Process.Signal(syscall.SIGCONT)
+	got := r.until(`"id":3`, 90*time.Second)
+	last := got[len(got)-1]
+	if !strings.Contains(last, `"stopReason":"end_turn"`) {
+		t.Fatalf("the prompt ended %s\nstderr: %s", last, r.err.String())
+	}
+	if n := strings.Count(strings.Join(got, "\n"), strings.Repeat("x", 99)); n != 30000 {
+		t.Errorf("the editor got %d of the answer's 30000 lines (each must come once)", n)
+	}
+	if n := starts(w, "fl", sid); n != 1 {
 		t.Errorf("%d runs started, want 1", n)
 	}
 }
