@@ -84,6 +84,9 @@ func (a *Actor) onAppendFailed(c actor.Context, m *appendFailed) {
 		return // already stopped serving
 	}
 	a.log.Error("session append failed", "err", m.err)
+	if a.phase == phaseServing {
+		a.to(phaseBroken) // removing stays removing: the log goes anyway
+	}
 	a.broken, a.exhausted = m.err, ipc.Exhausted(m.err)
 	msg := "session log write failed; nothing more is recorded here: " + m.err.Error()
 	if a.exhausted {

@@ -19,7 +19,7 @@ import (
 // open opens (creating) the session log on a goroutine; requests wait in
 // the stash until it is opened.
 func (a *Actor) open(c actor.Context) {
-	a.ready, a.broken = false, nil
+	a.broken = nil
 	a.seq, a.end, a.msgs, a.msgsSize = 0, 0, nil, 0
 	a.reqs = map[string]*reqInfo{}
 	self, root, dir, name, log := c.Self(), c.ActorSystem().Root, a.dir, a.key.Name, a.log
@@ -57,11 +57,12 @@ func (a *Actor) onOpened(c actor.Context, m *opened) {
 		}
 		return
 	}
-	a.ready = true
 	if m.err != nil {
+		a.to(phaseBroken)
 		a.broken, a.exhausted = m.err, ipc.Exhausted(m.err)
 		a.log.Error("session log unusable", "err", m.err, "resource_exhausted", a.exhausted)
 	} else {
+		a.to(phaseServing)
 		a.reqs, a.msgs, a.msgsSize = map[string]*reqInfo{}, nil, 0
 		a.seq, a.end = 0, 0
 		a.events = filepath.Join(a.dir, store.EventsFile)

@@ -25,12 +25,13 @@ func (a *Actor) onRequest(c actor.Context, m *Request) {
 		a.onRemove(c, m)
 		return
 	}
-	if a.broken != nil {
+	if a.phase == phaseBroken {
 		if a.exhausted && !a.replaying {
 			// A full machine is not a corrupt session; the
 			// files are untouched, so try again (a torn last line from a
 			// failed append is repaired on open).
-			a.broken, a.exhausted, a.ready = nil, false, false
+			a.broken, a.exhausted = nil, false
+			a.to(phaseOpening)
 			a.stash = append(a.stash, m)
 			a.open(c)
 			return
@@ -175,7 +176,7 @@ func (a *Actor) onRemove(c actor.Context, m *Request) {
 		a.reply(m.Conn, ipc.CodeBusy, m.Req.ID, msg)
 		return
 	}
-	a.ready = false
+	a.to(phaseRemoving)
 	in, flushed := a.in, a.flushed
 	a.in = nil
 	if in != nil {
@@ -198,6 +199,7 @@ func (a *Actor) onRemoved(c actor.Context, m *removed) {
 			code = ipc.CodeNotFound
 		}
 		a.reply(m.conn, code, "", m.err.Error())
+		a.to(phaseOpening)
 		a.open(c)
 		return
 	}
@@ -206,10 +208,11 @@ func (a *Actor) onRemoved(c actor.Context, m *removed) {
 	a.keep.subs.dropAll()
 	m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeAck, Session: a.key.Name, Op: ipc.OpRemove})
 	if len(a.stash) > 0 {
+		a.to(phaseOpening)
 		a.open(c) // requests that came during the removal start the new log
 		return
 	}
-	a.vacant = true
+	a.to(phaseVacant)
 }
 
 func (a *Actor) onCancel(c actor.Context, m *Request) {

@@ -117,17 +117,14 @@ type Actor struct {
 
 	in      *frameQueue   // to the writer goroutine; never blocks the actor
 	flushed chan struct{} // closed when the writer is done
-	ready   bool
-	broken  error
+	phase   phase         // the table in phase.go
+	broken  error         // why, in phase broken
 	// exhausted: broken by a full machine (descriptors, disk, memory), not
 	// by the log: the next request opens the log again.
 	exhausted bool
 	seen      *int // requests received by every incarnation of this spawn: passivation asks the parent with it
 	replaying bool // onOpened is answering the stash
 	stash     []any
-
-	// vacant: the session was removed; the next request opens a new log.
-	vacant bool
 
 	idle idleTimer // passivation's clock
 
@@ -205,14 +202,14 @@ func (a *Actor) Receive(c actor.Context) {
 func (a *Actor) onRequestMsg(c actor.Context, m *Request) {
 	*a.seen++
 	a.cfg.Hit("session.request")
-	if a.vacant {
+	switch a.phase {
+	case phaseVacant:
 		// Removed: the next request opens a fresh log.
-		a.vacant = false
+		a.to(phaseOpening)
 		a.stash = append(a.stash, m)
 		a.open(c)
 		return
-	}
-	if !a.ready {
+	case phaseOpening, phaseRemoving:
 		a.stash = append(a.stash, m)
 		return
 	}
@@ -240,6 +237,7 @@ func (a *Actor) onStarted(c actor.Context) {
 	a.log = a.cfg.Log.With("actor", "session", "agent", a.key.Agent, "scope", a.key.Scope, "session", a.key.Name)
 	a.dir = a.cfg.Layout.SessionDir(a.key.Agent, a.key.Scope, a.key.Name)
 	a.idle.start(c, a.cfg.SessionIdle)
+	a.phase = phaseOpening // a (re)started incarnation begins here, whatever the last one left
 	a.open(c)
 }
 
@@ -250,7 +248,7 @@ func (a *Actor) onIdle(c actor.Context) {
 	// The timer stays armed (idleTimer.fired): a session busy when it
 	// fired (a run quiet for longer than SessionIdle) passivates at a later
 	// tick (found by the chaos test).
-	if !a.ready || a.active != nil || len(a.queue) > 0 || len(a.stash) > 0 {
+	if !a.opened() || a.active != nil || len(a.queue) > 0 || len(a.stash) > 0 {
 		return
 	}
 	if a.keep.subs.any() {
