@@ -45,7 +45,13 @@ func Dial(ctx context.Context, paths ...string) (*net.UnixConn, error) {
 type LineReader struct {
 	r   *bufio.Reader
 	max int
+	cut bool // the last line ended at EOF, not at a newline
 }
+
+// Cut reports whether the line Next returned last ended at EOF without its
+// newline: a writer that was cut off (a dropped connection) rather than a
+// line written whole.
+func (lr *LineReader) Cut() bool { return lr.cut }
 
 // NewLineReader wraps r; lines are at most MaxLine bytes (requests).
 func NewLineReader(r io.Reader) *LineReader { return NewLineReaderSize(r, MaxLine) }
@@ -61,6 +67,7 @@ func NewLineReaderSize(r io.Reader, max int) *LineReader {
 // caller closes the connection, as interfaces.md pins). A final line without
 // newline at EOF is returned; then io.EOF.
 func (lr *LineReader) Next() ([]byte, error) {
+	lr.cut = false
 	var line []byte
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
@@ -76,6 +83,7 @@ func (lr *LineReader) Next() ([]byte, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF) && len(line) > 0:
+			lr.cut = true
 			return line, nil
 		default:
 			return nil, err

@@ -204,3 +204,15 @@ func TestPeerCred(t *testing.T) {
 		t.Fatalf("accepted: %+v %v", cred, err)
 	}
 }
+
+// TestLineReaderCut: a final line without its newline is returned and
+// marked cut (a writer cut off); a whole line is not.
+func TestLineReaderCut(t *testing.T) {
+	lr := NewLineReader(strings.NewReader("{\"a\":1}\n{\"b\""))
+	if l, err := lr.Next(); err != nil || string(l) != `{"a":1}` || lr.Cut() {
+		t.Fatalf("whole line: %q %v cut=%v", l, err, lr.Cut())
+	}
+	if l, err := lr.Next(); err != nil || string(l) != `{"b"` || !lr.Cut() {
+		t.Fatalf("cut line: %q %v cut=%v", l, err, lr.Cut())
+	}
+}

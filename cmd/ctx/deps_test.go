@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -29,6 +30,7 @@ func listDeps(t *testing.T) []string {
 	if len(deps) < 10 {
 		t.Fatalf("go list -deps printed too little to judge:\n%s", out)
 	}
+	sort.Strings(deps) // the set matters; go list's order moves with any import
 	return deps
 }
 

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -161,6 +162,11 @@ func (c *Conn) Next() (*ipc.Frame, []byte, error) {
 	line, err := c.lr.Next()
 	if err != nil {
 		return nil, nil, err
+	}
+	if c.lr.Cut() {
+		// The daemon writes whole lines; one without its newline is a
+		// connection cut mid-frame (a drop), not a bad frame.
+		return nil, nil, fmt.Errorf("connection closed in the middle of a frame: %w", io.ErrUnexpectedEOF)
 	}
 	var f ipc.Frame
 	if err := json.Unmarshal(line, &f); err != nil {

@@ -170,3 +170,43 @@ func TestFollowGivesUp(t *testing.T) {
 		<-s.got
 	}
 }
+
+// TestFollowCutMidFrame: a connection cut in the middle of a frame (the
+// daemon dropping a client mid-write) is a drop, not a bad frame: the
+// follower reattaches and delivers every frame once.
+func TestFollowCutMidFrame(t *testing.T) {
+	s := newServer(t,
+		func(c *net.UnixConn, r *bufio.Reader, got *[]string) {
+			readLine(r, got)
+			frame(c, ipc.Frame{Type: ipc.TypeDelta, Run: "r", Seq: 1, Text: "a"})
+			c.Write([]byte(`{"type":"delta","run":"r","se`))
+		},
+		func(c *net.UnixConn, r *bufio.Reader, got *[]string) {
+			readLine(r, got)
+			frame(c, ipc.Frame{Type: ipc.TypeDelta, Run: "r", Seq: 1, Text: "a"})
+			frame(c, ipc.Frame{Type: ipc.TypeDelta, Run: "r", Seq: 2, Text: "b"})
+			frame(c, ipc.Frame{Type: ipc.TypeDone, Run: "r", Seq: 3, Status: ipc.StatusOK})
+		},
+	)
+	conn, _ := s.dial(context.Background())
+	f, err := Follow(context.Background(), conn, Send("id-2", "default", "private", "/w", "hi"), s.dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var seqs []int64
+	for it := range f.Items() {
+		if it.Err != nil {
+			t.Fatalf("after %v: %v", seqs, it.Err)
+		}
+		seqs = append(seqs, it.Frame.Seq)
+		if it.Frame.Type == ipc.TypeDone {
+			break
+		}
+	}
+	if fmt.Sprint(seqs) != "[1 2 3]" {
+		t.Errorf("delivered %v", seqs)
+	}
+	<-s.got
+	<-s.got
+}
