@@ -1,10 +1,6 @@
 package session
 
-import (
-	"fmt"
-	"log/slog"
-	"slices"
-)
+import "github.com/cortexfs/ctx/internal/fsm"
 
 // phase is where a session's log stands. The table, as in the run
 // actor's phase.go:
@@ -32,42 +28,25 @@ const (
 	phaseVacant
 )
 
-var phaseNames = [...]string{"opening", "serving", "broken", "removing", "vacant"}
+func (p phase) String() string { return table.Name(p) }
 
-func (p phase) String() string {
-	if int(p) < len(phaseNames) {
-		return phaseNames[p]
-	}
-	return fmt.Sprintf("phase(%d)", int(p))
-}
-
-// moves is the transition table.
-var moves = map[phase][]phase{
+// table is the transition table.
+var table = fsm.Table[phase]{What: "session", Names: []string{"opening", "serving", "broken", "removing", "vacant"}, Moves: map[phase][]phase{
 	phaseOpening:  {phaseServing, phaseBroken},
 	phaseServing:  {phaseBroken, phaseRemoving},
 	phaseBroken:   {phaseOpening, phaseRemoving},
 	phaseRemoving: {phaseOpening, phaseVacant},
 	phaseVacant:   {phaseOpening},
-}
+}}
 
 // to moves the session to next, or refuses (and logs) a move the table
 // does not hold.
 func (a *Actor) to(next phase) bool {
-	if !slices.Contains(moves[a.phase], next) {
-		a.logger().Warn("session: impossible phase move refused", "from", a.phase, "to", next)
-		return false
-	}
-	a.phase = next
-	return true
+	var ok bool
+	a.phase, ok = table.Move(a.log, a.phase, next)
+	return ok
 }
 
 // opened: the log's open has answered (serving or broken), so requests
 // are handled, not stashed.
 func (a *Actor) opened() bool { return a.phase == phaseServing || a.phase == phaseBroken }
-
-func (a *Actor) logger() *slog.Logger {
-	if a.log == nil {
-		return slog.Default()
-	}
-	return a.log
-}

@@ -1,9 +1,6 @@
 package tool
 
-import (
-	"fmt"
-	"slices"
-)
+import "github.com/cortexfs/ctx/internal/fsm"
 
 // phase is where one tool call is. The table, as in the run actor's
 // phase.go:
@@ -26,31 +23,21 @@ const (
 	phaseReported
 )
 
-var phaseNames = [...]string{"checking", "awaiting", "spawning", "running", "reported"}
+func (p phase) String() string { return table.Name(p) }
 
-func (p phase) String() string {
-	if int(p) < len(phaseNames) {
-		return phaseNames[p]
-	}
-	return fmt.Sprintf("phase(%d)", int(p))
-}
-
-// moves is the transition table.
-var moves = map[phase][]phase{
+// table is the transition table.
+var table = fsm.Table[phase]{What: "tool call", Names: []string{"checking", "awaiting", "spawning", "running", "reported"}, Moves: map[phase][]phase{
 	phaseChecking: {phaseAwaiting, phaseSpawning, phaseReported},
 	phaseAwaiting: {phaseSpawning, phaseReported},
 	phaseSpawning: {phaseRunning, phaseReported},
 	phaseRunning:  {phaseReported},
 	phaseReported: nil,
-}
+}}
 
 // to moves the call to next, or refuses (and logs) a move the table does
 // not hold.
 func (a *Actor) to(next phase) bool {
-	if !slices.Contains(moves[a.phase], next) {
-		a.logger().Warn("tool call: impossible phase move refused", "from", a.phase, "to", next)
-		return false
-	}
-	a.phase = next
-	return true
+	var ok bool
+	a.phase, ok = table.Move(a.log, a.phase, next)
+	return ok
 }

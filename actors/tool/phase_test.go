@@ -1,40 +1,18 @@
 package tool
 
 import (
-	"bytes"
 	"log/slog"
-	"strings"
 	"testing"
+
+	"github.com/cortexfs/ctx/internal/fsm/fsmtest"
 )
 
 // TestPhaseTable: every move the table holds is taken; every other one is
-// refused, logged, and leaves the call where it was — a second result, an
-// approval after the spawn, a start before the checks. spec: A2 A3
+// refused, logged, and leaves the tool call where it was. spec: A2 A3
 func TestPhaseTable(t *testing.T) {
-	all := []phase{phaseChecking, phaseAwaiting, phaseSpawning, phaseRunning, phaseReported}
-	allowed := map[[2]phase]bool{}
-	for from, tos := range moves {
-		for _, to := range tos {
-			allowed[[2]phase{from, to}] = true
-		}
-	}
-	if len(allowed) != 8 {
-		t.Fatalf("the table holds %d moves, want the 8 of phase.go's comment", len(allowed))
-	}
-	for _, from := range all {
-		for _, to := range all {
-			var logs bytes.Buffer
-			a := &Actor{phase: from, log: slog.New(slog.NewTextHandler(&logs, nil))}
-			ok := a.to(to)
-			want := allowed[[2]phase{from, to}]
-			switch {
-			case ok != want:
-				t.Errorf("%s → %s: moved %v, want %v", from, to, ok, want)
-			case ok && a.phase != to:
-				t.Errorf("%s → %s: now %s", from, to, a.phase)
-			case !ok && (a.phase != from || !strings.Contains(logs.String(), "impossible phase move refused")):
-				t.Errorf("%s → %s refused: now %s, log %q", from, to, a.phase, logs.String())
-			}
-		}
-	}
+	fsmtest.Check(t, table, 8, func(log *slog.Logger, from, to phase) (bool, phase) {
+		a := &Actor{phase: from, log: log}
+		ok := a.to(to)
+		return ok, a.phase
+	})
 }

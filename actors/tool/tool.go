@@ -31,13 +31,6 @@ type Actor struct {
 	phase  phase // the table in phase.go
 }
 
-func (a *Actor) logger() *slog.Logger {
-	if a.log == nil {
-		return slog.Default()
-	}
-	return a.log
-}
-
 func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
