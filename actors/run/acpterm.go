@@ -40,6 +40,7 @@ type terminals struct {
 	group *cgroup.Group
 	send  func(any)
 	ctx   context.Context // the run's conversation: cancelled when it ends
+	start startFunc
 
 	mu sync.Mutex
 	m  map[string]*term
@@ -130,7 +131,7 @@ func (ts *terminals) Create(ctx context.Context, p acp.CreateTerminalRequest) (a
 	if err != nil {
 		return fail(fmt.Errorf("sandbox: %w", err))
 	}
-	pr, err := proc.Start(proc.Options{Bwrap: ts.cfg.Bwrap, Spec: spec, Roots: ts.cfg.Roots, Ident: v.Identity(),
+	pr, err := ts.start(proc.Options{Bwrap: ts.cfg.Bwrap, Spec: spec, Roots: ts.cfg.Roots, Ident: v.Identity(),
 		Enter: ts.group.EnterFunc(), Place: ts.group.PlaceFunc()})
 	held.Started()
 	if err != nil {

@@ -40,21 +40,7 @@ func (a *Actor) onToolResult(c actor.Context, r *tool.Result) {
 	a.warn(c, r.Warnings)
 	a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: r.CallID, Name: r.Name, Status: r.Status,
 		Content: r.Content, Truncated: r.Truncated, Layer: r.Layer})
-	if a.model != nil {
-		a.onModelToolResult(c, r)
-		return
-	}
-	if a.spec.Op == ipc.OpTsh {
-		status := ipc.StatusOK
-		if r.Status != envelope.StatusOK {
-			status = ipc.StatusError
-		}
-		a.conclude(c, nil, status)
-		return
-	}
-	a.obs = &envelope.Observation{ToolCallID: r.CallID, Name: r.Name, Status: r.Status, Content: r.Content, Truncated: r.Truncated}
-	a.step++
-	a.startStep(c)
+	a.eng.toolResult(c, r)
 }
 
 // onChildGone: a tool actor that stopped without a result crashed; the call
@@ -75,9 +61,8 @@ func (a *Actor) onNeedApproval(c actor.Context, m *tool.NeedApproval) {
 }
 
 func (a *Actor) onApprovalAnswer(c actor.Context, m *ApprovalAnswer) {
-	if a.acp != nil {
-		a.onACPApprovalAnswer(m)
-		return
+	if a.eng.receive(c, m) {
+		return // an ACP agent's own question
 	}
 	if a.toolCall == nil || a.toolCall.ID != m.CallID || a.toolPID == nil {
 		return

@@ -21,12 +21,9 @@ func (a *Actor) onCancel(c actor.Context) {
 	if a.phase.concluded() {
 		return
 	}
-	if a.model != nil && a.model.cancel != nil {
-		a.model.cancel() // spec: X12 — the HTTP stream is aborted at once
-	}
-	if a.acp != nil {
-		a.onACPCancel(c) // Session/cancel, then SIGTERM → grace → SIGKILL once done is durable
-	}
+	// spec: X12 — a model's HTTP stream is aborted at once; an ACP agent
+	// gets session/cancel, then SIGTERM → grace → SIGKILL once done is durable.
+	a.eng.halt()
 	a.endToolCall(c, envelope.StatusCancelled, "cancelled")
 	a.conclude(c, &ipc.Frame{Type: ipc.TypeCancelled}, ipc.StatusCancelled)
 }
@@ -40,7 +37,7 @@ func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 	if a.phase.concluded() {
 		return
 	}
-	a.closeACPCalls(c, status) // every recorded call gets its result before the conclusion
+	a.eng.concluding(c, status) // every recorded call gets its result before the conclusion
 	if au := a.audit; au != nil {
 		a.enter(phaseConcluding)
 		a.audit = nil
@@ -121,7 +118,7 @@ func (a *Actor) onConcluded(c actor.Context) {
 	if a.toolPID != nil {
 		c.Stop(a.toolPID)
 	}
-	a.endACP()
+	a.eng.end()
 	for _, p := range a.procs {
 		p.Terminate(a.ctx, a.cfg.CancelGrace)
 	}
@@ -213,9 +210,7 @@ func (a *Actor) onDiskLow(c actor.Context, m *diskLow) {
 	for _, p := range a.procs {
 		p.Kill()
 	}
-	if a.model != nil && a.model.cancel != nil {
-		a.model.cancel()
-	}
+	a.eng.halt()
 	a.endToolCall(c, envelope.StatusError, "stopped by the daemon's disk watcher (the run's error says why)")
 	a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeResourceExhausted, "%s", m.msg)), ipc.StatusError)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cortexfs/ctx/actors/tool"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/proc"
@@ -22,12 +23,51 @@ import (
 	"github.com/cortexfs/ctx/ipc"
 )
 
-// The sdk-envelope-v1 engine: one agent process per step, one envelope on
-// stdin, its JSONL lines read back (X2–X9).
+// envelopeEngine is the sdk-envelope-v1 engine: one agent process per
+// step, one envelope on its stdin, its JSONL lines read back (X2–X9).
+type envelopeEngine struct {
+	r         *Actor
+	step      int
+	gen       int        // current step generation
+	p         *proc.Proc // the step's live agent process, if any
+	deltas    reply
+	call      *envelope.Line // the step's tool call
+	stepBytes int            // stdout bytes of the current step
+	obs       *envelope.Observation
+}
+
+func (e *envelopeEngine) start(c actor.Context) { e.startStep(c) }
+
+func (e *envelopeEngine) receive(c actor.Context, m any) bool {
+	switch m := m.(type) {
+	case *stepStarted:
+		e.onStepStarted(c, m)
+	case *agentLine:
+		e.onAgentLine(c, m)
+	case *agentExited:
+		e.onAgentExited(c, m)
+	default:
+		return false
+	}
+	return true
+}
+
+// toolResult is the next step's observation.
+func (e *envelopeEngine) toolResult(c actor.Context, r *tool.Result) {
+	e.obs = &envelope.Observation{ToolCallID: r.CallID, Name: r.Name, Status: r.Status, Content: r.Content, Truncated: r.Truncated}
+	e.step++
+	e.startStep(c)
+}
+
+// The run ends the step's process with its others (end.go).
+func (e *envelopeEngine) halt()                            {}
+func (e *envelopeEngine) concluding(actor.Context, string) {}
+func (e *envelopeEngine) end()                             {}
 
 // startStep starts the next SDK process with the envelope on its stdin.
 // In phase running only.
-func (a *Actor) startStep(c actor.Context) {
+func (e *envelopeEngine) startStep(c actor.Context) {
+	a := e.r
 	if a.phase != phaseRunning { // spec: X6 — cancellation checked before every process
 		return
 	}
@@ -38,23 +78,23 @@ func (a *Actor) startStep(c actor.Context) {
 	// context (session state tsh may have changed during the run), the
 	// envelope, the bwrap start; the outcome comes back as stepStarted,
 	// followed by the process's lines and exit.
-	agentEnv := a.view.AgentEnv(a.step)
+	agentEnv := a.view.AgentEnv(e.step)
 	if a.prep != nil {
 		maps.Copy(agentEnv, a.prep.Env) // spec: W7 — exactly when the window is known
 	}
 	view := a.view
 	opts := proc.Options{Bwrap: a.cfg.Bwrap, Roots: a.cfg.Roots, Ident: a.view.Identity(),
 		Enter: a.group.EnterFunc(), Place: a.group.PlaceFunc()} // Born in the run's cgroup (v1), else placed while held
-	env := envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: a.step, Input: a.spec.Input,
-		HistoryMessages: a.spec.History, Observation: a.obs}
+	env := envelope.Envelope{Schema: envelope.Schema, Run: a.spec.RunID, Step: e.step, Input: a.spec.Input,
+		HistoryMessages: a.spec.History, Observation: e.obs}
 	prep := a.prep
 	file := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), toolctx.StateFileName)
-	a.gen++
+	e.gen++
 	a.startPending = true
-	a.deltas.Reset()
-	a.stepBytes = 0
-	a.call = nil
-	self, root, gen, cfg, log := c.Self(), c.ActorSystem().Root, a.gen, a.cfg, a.log
+	e.deltas.Reset()
+	e.stepBytes = 0
+	e.call = nil
+	self, root, gen, cfg, log, start := c.Self(), c.ActorSystem().Root, e.gen, a.cfg, a.log, a.startProc
 	actx, crashed := a.ctx, a.crashed
 	cfg.Procs.Add(1)
 	go func() {
@@ -97,7 +137,7 @@ func (a *Actor) startStep(c actor.Context) {
 		}
 		warnings = append(warnings, held.Warnings()...)
 		opts.Spec = spec
-		p, err := proc.Start(opts)
+		p, err := start(opts)
 		held.Started()
 		if err != nil {
 			held.Ended()
@@ -128,8 +168,9 @@ func (a *Actor) startStep(c actor.Context) {
 
 // onStepStarted records the started process, or concludes when it could not
 // start. A process that started after a cancel is ended at once.
-func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
-	if m.gen != a.gen {
+func (e *envelopeEngine) onStepStarted(c actor.Context, m *stepStarted) {
+	a := e.r
+	if m.gen != e.gen {
 		// A start this incarnation did not ask for (its crashed
 		// predecessor's): never let it run.
 		if m.p != nil {
@@ -143,7 +184,7 @@ func (a *Actor) onStepStarted(c actor.Context, m *stepStarted) {
 		a.maybeStop(c)
 		return
 	}
-	a.p = m.p
+	e.p = m.p
 	a.procs = append(a.procs, m.p)
 	if a.phase.concluded() {
 		m.p.Terminate(a.ctx, a.cfg.CancelGrace) // spec: X6 — checked after the process too
@@ -210,97 +251,90 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 }
 
 // onAgentLine acts in phase running, on the current step's lines.
-func (a *Actor) onAgentLine(c actor.Context, m *agentLine) {
-	if m.gen != a.gen || a.phase != phaseRunning {
+func (e *envelopeEngine) onAgentLine(c actor.Context, m *agentLine) {
+	a := e.r
+	if m.gen != e.gen || a.phase != phaseRunning {
 		return // spec: X12 — nothing the agent prints after the conclusion is recorded
 	}
 	if m.err != nil {
-		a.invalidOutput(c, m.err.Error())
+		e.invalidOutput(c, m.err.Error())
 		return
 	}
-	a.stepBytes += len(m.line)
+	e.stepBytes += len(m.line)
 	if len(bytes.TrimSpace(m.line)) == 0 {
 		return // blank lines carry nothing
 	}
-	if a.call != nil { // spec: X9 — any frame after a tool_call
-		a.invalidOutput(c, "output after the tool_call")
+	if e.call != nil { // spec: X9 — any frame after a tool_call
+		e.invalidOutput(c, "output after the tool_call")
 		return
 	}
 	ln, err := envelope.ParseLine(m.line)
 	if err != nil { // spec: X9
-		a.invalidOutput(c, err.Error())
+		e.invalidOutput(c, err.Error())
 		return
 	}
 	switch ln.Type {
 	case "delta":
-		a.deltas.WriteString(ln.Text)
+		e.deltas.WriteString(ln.Text)
 		a.emit(c, &ipc.Frame{Type: ipc.TypeDelta, Text: ln.Text})
 	case "tool_call":
 		if err := ipc.CheckID("tool_call id", ln.ID); err != nil {
-			a.invalidOutput(c, err.Error())
+			e.invalidOutput(c, err.Error())
 			return
 		}
 		if a.seenCalls[ln.ID] { // spec: X6 — a replayed call id is refused before authorization
-			a.invalidOutput(c, fmt.Sprintf("tool_call id %q was already used in this run", ln.ID))
+			e.invalidOutput(c, fmt.Sprintf("tool_call id %q was already used in this run", ln.ID))
 			return
 		}
-		a.call = ln
+		e.call = ln
 	case "usage":
 		// An executable agent may report its model use; it is
 		// summed into the done frame's usage, and into usage_by_model under
 		// the definition's preferred .d/model when it has one.
 		u := &provider.Usage{Input: ln.Usage.Input, Output: ln.Usage.Output, CacheRead: ln.Usage.CacheRead, CacheWrite: ln.Usage.CacheWrite}
-		if a.usage == nil {
-			a.usage = &provider.Usage{}
-		}
-		a.usage.Add(u)
+		model := ""
 		if a.def != nil && len(a.def.Models) > 0 {
-			if a.usageBy == nil {
-				a.usageBy = map[string]*provider.Usage{}
-			}
-			m := a.def.Models[0]
-			if a.usageBy[m] == nil {
-				a.usageBy[m] = &provider.Usage{}
-			}
-			a.usageBy[m].Add(u)
+			model = a.def.Models[0]
 		}
+		a.addUsage(model, u)
 	}
 }
 
 // invalidOutput concludes the run: the step broke X9, and with the run
 // concluded its remaining output is ignored.
-func (a *Actor) invalidOutput(c actor.Context, why string) {
-	if a.p != nil {
-		a.p.Kill()
+func (e *envelopeEngine) invalidOutput(c actor.Context, why string) {
+	if e.p != nil {
+		e.p.Kill()
 	}
-	a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeInvalidAgentOutput, "%s", why)), ipc.StatusError)
+	e.r.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeInvalidAgentOutput, "%s", why)), ipc.StatusError)
 }
 
-func (a *Actor) onAgentExited(c actor.Context, m *agentExited) {
-	if m.gen == a.gen {
-		a.p = nil
+func (e *envelopeEngine) onAgentExited(c actor.Context, m *agentExited) {
+	a := e.r
+	if m.gen == e.gen {
+		e.p = nil
 	}
 	a.reap()
 	// A cancelled run (and one whose step broke X9) is concluded: it may
 	// now be able to stop.
-	if m.gen != a.gen || a.phase != phaseRunning { // spec: X6 — and after every process
+	if m.gen != e.gen || a.phase != phaseRunning { // spec: X6 — and after every process
 		a.maybeStop(c)
 		return
 	}
-	if serr := proc.SandboxFailure(m.code, a.stepBytes, m.stderr); serr != nil && a.call == nil {
+	if serr := proc.SandboxFailure(m.code, e.stepBytes, m.stderr); serr != nil && e.call == nil {
 		// bwrap could not build the sandbox: fail closed and name the fix.
 		a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(ipc.CodeSandboxUnavailable, serr)), ipc.StatusError)
 		return
 	}
-	if a.call == nil {
+	if e.call == nil {
 		if m.err == nil && m.code == 0 {
-			a.concludeReply(c, a.deltas.b.String(), a.deltas.total)
+			a.concludeReply(c, e.deltas.b.String(), e.deltas.total)
 			return
 		}
-		a.invalidOutput(c, fmt.Sprintf("agent exited with status %d without a tool_call%s", m.code, stderrTail(m.stderr)))
+		e.invalidOutput(c, fmt.Sprintf("agent exited with status %d without a tool_call%s", m.code, stderrTail(m.stderr)))
 		return
 	}
-	call := a.call
+	call := e.call
 	a.seenCalls[call.ID] = true
 	if !a.takeCall(c) {
 		return
@@ -337,4 +371,25 @@ func stderrTail(b []byte) string {
 		b = b[len(b)-2048:]
 	}
 	return "; stderr: " + strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+type stepStarted struct {
+	gen      int
+	p        *proc.Proc
+	err      error
+	code     string   // wire code when err is set
+	warnings []string // what this step's render left out or cut
+}
+
+type agentLine struct {
+	gen  int
+	line []byte
+	err  error // a read error or an over-long line
+}
+
+type agentExited struct {
+	gen    int
+	code   int
+	err    error
+	stderr []byte
 }

@@ -44,14 +44,10 @@ func (a *Actor) takeCall(c actor.Context) bool {
 	if a.calls <= a.callBound() {
 		return true
 	}
-	if a.acp != nil {
-		a.cancelACPSession()
-	}
+	a.eng.halt() // an ACP agent's session is cancelled first
 	a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
 		"run reached %d tool calls", a.callBound())), ipc.StatusError)
-	if a.acp != nil {
-		a.endACP()
-	}
+	a.eng.end()
 	return false
 }
 
@@ -71,11 +67,11 @@ func (a *Actor) takeStart(c actor.Context) bool {
 // takeTurn takes one of a model run's provider requests, the model's
 // process starts: one more than its calls. spec: X6
 func (a *Actor) takeTurn(c actor.Context) bool {
-	if a.model.turn >= a.turnBound() {
+	if a.turns >= a.turnBound() {
 		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(ipc.CodeLimitExceeded,
 			"run reached %d model turns", a.turnBound())), ipc.StatusError)
 		return false
 	}
-	a.model.turn++
+	a.turns++
 	return true
 }

@@ -3,10 +3,7 @@ package run
 import (
 	"sync/atomic"
 
-	acp "github.com/coder/acp-go-sdk"
-
 	"github.com/cortexfs/ctx/internal/agentdef"
-	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/provider"
 	"github.com/cortexfs/ctx/internal/runprep"
 	"github.com/cortexfs/ctx/ipc"
@@ -88,69 +85,4 @@ type audited struct {
 	incomplete []string // directories whose end-of-run check a cut-short walk left partial
 	f          *ipc.Frame
 	status     string
-}
-
-type stepStarted struct {
-	gen      int
-	p        *proc.Proc
-	err      error
-	code     string   // wire code when err is set
-	warnings []string // what this step's render left out or cut
-}
-
-type agentLine struct {
-	gen  int
-	line []byte
-	err  error // a read error or an over-long line
-}
-
-type agentExited struct {
-	gen    int
-	code   int
-	err    error
-	stderr []byte
-}
-
-// acp-v1 continuations (see acp.go).
-
-type acpStarted struct {
-	p    *proc.Proc
-	conn *acp.ClientSideConnection
-	err  error
-	code string
-}
-
-type acpSession struct{ id acp.SessionId }
-
-// acpFrame is a frame the ACP client or a terminal produced.
-type acpFrame struct{ f *ipc.Frame }
-
-// acpPermission is a session/request_permission; reply gets the answer.
-type acpPermission struct {
-	callID, name string
-	args         []string
-	reply        chan bool
-}
-
-// acpTerminal asks for a terminal call; reply gets its call id, or "".
-type acpTerminal struct {
-	argv  []string
-	reply chan string
-}
-
-// acpProc is a started terminal process, ended with the run.
-type acpProc struct{ p *proc.Proc }
-
-type acpFlood struct{}
-
-// acpEnded is the prompt's answer (or the conversation's failure).
-type acpEnded struct {
-	stop   acp.StopReason
-	err    error
-	stderr []byte
-}
-
-type acpExited struct {
-	code   int
-	stderr []byte
 }

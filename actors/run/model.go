@@ -34,11 +34,13 @@ const (
 	CodeRefused = "refused"
 )
 
-// model is the state of a model-backed run. The conversation is rendered
-// again for every dispatch and every candidate (W6, W8): the prompt from the
-// sources read at the run's start, the tool context as it is now, and this
-// run's own turns.
-type model struct {
+// modelEngine runs a model-backed run: the model's turns, tsh its one
+// native tool (K1). The conversation is rendered again for every dispatch
+// and every candidate (W6, W8): the prompt from the sources read at the
+// run's start, the tool context as it is now, and this run's own turns.
+type modelEngine struct {
+	r       *Actor
+	derr    error // why the run has no dispatcher (model_unavailable)
 	disp    *provider.Dispatcher
 	cands   []string
 	turns   [][]prompt.Message // this run's completed turns: calls and their results
@@ -47,7 +49,7 @@ type model struct {
 	cancel  context.CancelFunc
 	text    strings.Builder
 	calls   []provider.Event // the turn's tool calls, run in order
-	end     provider.Event   // the turn's EventDone
+	last    provider.Event   // the turn's EventDone
 	current string           // our call id of the call in flight
 	provID  string           // the provider's id of that call
 	paused  string           // text of replies that ended with pause_turn, continued by the next turn
@@ -88,20 +90,45 @@ func loadDispatcher(l layout.Layout, log *slog.Logger) (*provider.Dispatcher, er
 	return provider.NewDispatcher(cfg, provider.Options{Logger: log})
 }
 
-// startModel starts a model run with the dispatcher loaded off the actor
-// (or concludes model_unavailable when there is none), tsh as the one
-// native tool (K1).
-func (a *Actor) startModel(c actor.Context, disp *provider.Dispatcher, err error) {
-	if err != nil {
-		a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(ipc.CodeModelUnavailable, err)), ipc.StatusError)
+// start starts a model run with the dispatcher loaded off the actor (or
+// concludes model_unavailable when there is none).
+func (m *modelEngine) start(c actor.Context) {
+	if m.derr != nil {
+		m.r.conclude(c, ipc.ErrorFrame("", ipc.WithCode(ipc.CodeModelUnavailable, m.derr)), ipc.StatusError)
 		return
 	}
-	a.model = &model{disp: disp}
-	for _, cd := range a.prep.Candidates {
-		a.model.cands = append(a.model.cands, cd.Model)
+	for _, cd := range m.r.prep.Candidates {
+		m.cands = append(m.cands, cd.Model)
 	}
-	a.modelTurn(c)
+	m.modelTurn(c)
 }
+
+func (m *modelEngine) receive(c actor.Context, msg any) bool {
+	switch msg := msg.(type) {
+	case *modelEvent:
+		m.onModelEvent(c, msg)
+	case *modelCandidate:
+		m.onModelCandidate(c, msg)
+	case *modelPrepared:
+		m.onModelPrepared(c, msg)
+	case *modelDone:
+		m.onModelDone(c, msg)
+	default:
+		return false
+	}
+	return true
+}
+
+// halt aborts the turn's HTTP stream at once. spec: X12
+func (m *modelEngine) halt() {
+	if m.cancel != nil {
+		m.cancel()
+	}
+}
+
+// The run ends the tool call in flight (calls.go); a model has no process.
+func (m *modelEngine) concluding(actor.Context, string) {}
+func (m *modelEngine) end()                             {}
 
 // request converts one rendered message array into a provider request.
 func request(msgs []prompt.Message) provider.Request {
@@ -129,17 +156,18 @@ func request(msgs []prompt.Message) provider.Request {
 }
 
 // modelTurn dispatches one model turn off the actor; its events come back as messages.
-func (a *Actor) modelTurn(c actor.Context) {
-	m := a.model
+func (m *modelEngine) modelTurn(c actor.Context) {
+	a := m.r
 	if a.phase != phaseRunning {
 		return
 	}
 	if !a.takeTurn(c) {
 		return
 	}
+	m.turn = a.turns
 	m.text.Reset()
 	m.calls = nil
-	m.end = provider.Event{}
+	m.last = provider.Event{}
 	ctx, cancel := context.WithCancel(a.ctx)
 	m.cancel = cancel
 	turn, self, root, log := m.turn, c.Self(), c.ActorSystem().Root, a.log
@@ -208,39 +236,16 @@ func candidate(cands []runprep.Candidate, model string) (runprep.Candidate, bool
 	return runprep.Candidate{}, false
 }
 
-// renderWarnings is what a render left out or cut, as warning texts.
-func renderWarnings(res *prompt.Result) []string {
-	var ws []string
-	if n := res.HistoryOmitted; n > 0 {
-		ws = append(ws, fmt.Sprintf("%d older history messages were left out of the prompt to fit the window (nothing was deleted)", n))
-	}
-	if n := res.TurnsOmitted; n > 0 {
-		ws = append(ws, fmt.Sprintf("%d earlier model turns of this run (their tool calls and results) were left out of the prompt to fit the window (nothing was deleted)", n))
-	}
-	return append(ws, res.Warnings...)
-}
-
-// warn emits each warning once per run.
-func (a *Actor) warn(c actor.Context, ws []string) {
-	for _, w := range ws {
-		if a.warned[w] {
-			continue
-		}
-		a.warned[w] = true
-		a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: w})
-	}
-}
-
-func (a *Actor) onModelPrepared(c actor.Context, e *modelPrepared) {
-	if a.model == nil || e.turn != a.model.turn || a.phase.concluded() {
+func (m *modelEngine) onModelPrepared(c actor.Context, e *modelPrepared) {
+	if e.turn != m.turn || m.r.phase.concluded() {
 		return
 	}
-	a.warn(c, e.warnings)
+	m.r.warn(c, e.warnings)
 }
 
-func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
-	m := a.model
-	if m == nil || e.turn != m.turn || a.phase.concluded() {
+func (m *modelEngine) onModelEvent(c actor.Context, e *modelEvent) {
+	a := m.r
+	if e.turn != m.turn || a.phase.concluded() {
 		return // spec: X12 — nothing after the conclusion or a cancel
 	}
 	switch e.ev.Kind {
@@ -250,7 +255,7 @@ func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
 	case provider.EventToolCall:
 		m.calls = append(m.calls, e.ev)
 	case provider.EventDone:
-		m.end = e.ev
+		m.last = e.ev
 		// A server tool ran at the provider, not here: recorded as a
 		// warning (a notice that changes nothing), never as a tool_call,
 		// which interfaces.md pins to calls ctx runs (spec: X7).
@@ -258,35 +263,23 @@ func (a *Actor) onModelEvent(c actor.Context, e *modelEvent) {
 			a.warn(c, []string{serverToolNote(st)})
 		}
 		if e.ev.Usage != nil { // Summed over the run's turns, never made up
-			if a.usage == nil {
-				a.usage = &provider.Usage{}
-			}
-			a.usage.Add(e.ev.Usage)
 			// Per model, so a price table can price it (a run's turns may
 			// be answered by different candidates).
-			if e.model != "" {
-				if a.usageBy == nil {
-					a.usageBy = map[string]*provider.Usage{}
-				}
-				if a.usageBy[e.model] == nil {
-					a.usageBy[e.model] = &provider.Usage{}
-				}
-				a.usageBy[e.model].Add(e.ev.Usage)
-			}
+			a.addUsage(e.model, e.ev.Usage)
 		}
 	}
 }
 
-func (a *Actor) onModelCandidate(c actor.Context, e *modelCandidate) {
-	if a.model == nil || e.turn != a.model.turn || a.phase.concluded() {
+func (m *modelEngine) onModelCandidate(c actor.Context, e *modelCandidate) {
+	if e.turn != m.turn || m.r.phase.concluded() {
 		return
 	}
-	a.emit(c, &ipc.Frame{Type: ipc.TypeCandidate, Model: e.model, Status: e.status, Reason: e.reason})
+	m.r.emit(c, &ipc.Frame{Type: ipc.TypeCandidate, Model: e.model, Status: e.status, Reason: e.reason})
 }
 
-func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
-	m := a.model
-	if m == nil || e.turn != m.turn || a.phase.concluded() {
+func (m *modelEngine) onModelDone(c actor.Context, e *modelDone) {
+	a := m.r
+	if e.turn != m.turn || a.phase.concluded() {
 		return
 	}
 	if e.err != nil {
@@ -301,11 +294,11 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 		return
 	}
 	// How the reply ended is never dropped.
-	if m.end.Refused() {
-		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(CodeRefused, "%s", refusalMessage(m.end))), ipc.StatusError)
+	if m.last.Refused() {
+		a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(CodeRefused, "%s", refusalMessage(m.last))), ipc.StatusError)
 		return
 	}
-	if m.end.Truncated() {
+	if m.last.Truncated() {
 		if len(m.calls) > 0 {
 			// A call in a cut reply may be cut itself: none of them runs.
 			names := make([]string, len(m.calls))
@@ -314,17 +307,17 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 			}
 			a.conclude(c, ipc.ErrorFrame("", ipc.Errorf(CodeTruncated,
 				"the model's reply was cut at its output limit (stop reason %s) with %d tool call(s) (%s) in it; none was run — raise max_tokens in providers.json or ask for less",
-				m.end.StopReason, len(m.calls), strings.Join(names, ", "))), ipc.StatusError)
+				m.last.StopReason, len(m.calls), strings.Join(names, ", "))), ipc.StatusError)
 			return
 		}
-		a.warn(c, []string{fmt.Sprintf("the reply was cut at the model's output limit (stop reason %s); the text is incomplete", m.end.StopReason)})
+		a.warn(c, []string{fmt.Sprintf("the reply was cut at the model's output limit (stop reason %s); the text is incomplete", m.last.StopReason)})
 	}
-	if len(m.calls) == 0 && m.end.StopReason == "pause_turn" {
+	if len(m.calls) == 0 && m.last.StopReason == "pause_turn" {
 		// Anthropic paused a long server-tool turn: the reply goes back as
 		// it is for the model to continue it (MaxModelTurns bounds this).
 		m.paused += m.text.String()
-		m.turns = append(m.turns, []prompt.Message{{Role: "assistant", Content: m.text.String(), Blocks: m.end.Content}})
-		a.modelTurn(c)
+		m.turns = append(m.turns, []prompt.Message{{Role: "assistant", Content: m.text.String(), Blocks: m.last.Content}})
+		m.modelTurn(c)
 		return
 	}
 	if len(m.calls) == 0 {
@@ -338,7 +331,7 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 	for i, call := range m.calls {
 		msg := prompt.Message{Role: "assistant", CallID: call.CallID, Name: call.Name, Args: call.Args, Extra: call.Extra}
 		if i == 0 {
-			msg.Blocks = m.end.Content // server tool blocks, thinking: replayed verbatim
+			msg.Blocks = m.last.Content // server tool blocks, thinking: replayed verbatim
 		}
 		if call.ArgsError != "" {
 			msg.Args, msg.Input = nil, call.Input // what the model really sent
@@ -348,7 +341,7 @@ func (a *Actor) onModelDone(c actor.Context, e *modelDone) {
 		}
 		m.cur = append(m.cur, msg)
 	}
-	a.nextModelCall(c)
+	m.nextModelCall(c)
 }
 
 // serverToolNote is the warning recording a tool the provider ran itself.
@@ -373,15 +366,15 @@ func refusalMessage(ev provider.Event) string {
 
 // nextModelCall runs the turn's next tool call through the tool actor, or
 // starts the next turn when all are answered.
-func (a *Actor) nextModelCall(c actor.Context) {
-	m := a.model
+func (m *modelEngine) nextModelCall(c actor.Context) {
+	a := m.r
 	if a.phase != phaseRunning {
 		return
 	}
 	if len(m.calls) == 0 {
 		m.turns = append(m.turns, m.cur)
 		m.cur = nil
-		a.modelTurn(c)
+		m.modelTurn(c)
 		return
 	}
 	call := m.calls[0]
@@ -402,15 +395,14 @@ func (a *Actor) nextModelCall(c actor.Context) {
 		r := &tool.Result{CallID: id, Name: call.Name, Status: envelope.StatusError, Content: "invalid tool input: " + call.ArgsError}
 		// spec: X7 — every tool_call gets its one host-written tool_result.
 		a.emit(c, &ipc.Frame{Type: ipc.TypeToolResult, CallID: r.CallID, Name: r.Name, Status: r.Status, Content: r.Content})
-		a.onModelToolResult(c, r)
+		m.toolResult(c, r)
 		return
 	}
 	a.startTool(c, &envelope.Line{Type: "tool_call", ID: id, Name: call.Name, Args: call.Args})
 }
 
-// onModelToolResult feeds a host result back into the conversation.
-func (a *Actor) onModelToolResult(c actor.Context, r *tool.Result) {
-	m := a.model
+// toolResult feeds a host result back into the conversation.
+func (m *modelEngine) toolResult(c actor.Context, r *tool.Result) {
 	if m.current != r.CallID {
 		return
 	}
@@ -418,5 +410,5 @@ func (a *Actor) onModelToolResult(c actor.Context, r *tool.Result) {
 	m.cur = append(m.cur, prompt.Message{Role: "tool", CallID: m.provID, Name: r.Name, Content: r.Content,
 		IsError: r.Status != envelope.StatusOK})
 	m.current, m.provID = "", ""
-	a.nextModelCall(c)
+	m.nextModelCall(c)
 }

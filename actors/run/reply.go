@@ -7,6 +7,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/cortexfs/ctx/internal/prompt"
+	"github.com/cortexfs/ctx/internal/provider"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -56,4 +58,47 @@ func (a *Actor) concludeReply(c actor.Context, text string, total int) {
 		a.warn(c, []string{fmt.Sprintf("the reply is %d bytes: its assistant frame keeps the first %d (the delta frames carry all of it)", total, len(text))})
 	}
 	a.conclude(c, &ipc.Frame{Type: ipc.TypeAssistant, Text: text}, ipc.StatusOK)
+}
+
+// addUsage adds token use a provider (or an agent) reported to the run's
+// sum, and under model (provider/model) when it is known, so a price
+// table can price it.
+func (a *Actor) addUsage(model string, u *provider.Usage) {
+	if a.usage == nil {
+		a.usage = &provider.Usage{}
+	}
+	a.usage.Add(u)
+	if model == "" {
+		return
+	}
+	if a.usageBy == nil {
+		a.usageBy = map[string]*provider.Usage{}
+	}
+	if a.usageBy[model] == nil {
+		a.usageBy[model] = &provider.Usage{}
+	}
+	a.usageBy[model].Add(u)
+}
+
+// renderWarnings is what a render left out or cut, as warning texts.
+func renderWarnings(res *prompt.Result) []string {
+	var ws []string
+	if n := res.HistoryOmitted; n > 0 {
+		ws = append(ws, fmt.Sprintf("%d older history messages were left out of the prompt to fit the window (nothing was deleted)", n))
+	}
+	if n := res.TurnsOmitted; n > 0 {
+		ws = append(ws, fmt.Sprintf("%d earlier model turns of this run (their tool calls and results) were left out of the prompt to fit the window (nothing was deleted)", n))
+	}
+	return append(ws, res.Warnings...)
+}
+
+// warn emits each warning once per run.
+func (a *Actor) warn(c actor.Context, ws []string) {
+	for _, w := range ws {
+		if a.warned[w] {
+			continue
+		}
+		a.warned[w] = true
+		a.emit(c, &ipc.Frame{Type: ipc.TypeWarning, Message: w})
+	}
 }

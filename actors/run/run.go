@@ -24,16 +24,17 @@ import (
 	"github.com/cortexfs/ctx/ipc"
 )
 
-// Actor runs one run.
+// Actor runs one run. It keeps what every engine shares (engine.go): the
+// phase, the bounds, the tool call in flight, the conclusion and the
+// processes it ends; the engine keeps the rest.
 type Actor struct {
-	cfg   *config.Config
-	spec  Spec
-	log   *slog.Logger
-	usage *provider.Usage // token use the providers reported over the run's turns (nil: none)
-	// usageBy is usage per candidate that answered (provider/model).
-	usageBy map[string]*provider.Usage
-	ctx     context.Context
-	stop    context.CancelFunc
+	cfg       *config.Config
+	spec      Spec
+	startProc startFunc // proc.Start; the process seam package tests use
+	log       *slog.Logger
+	eng       engine
+	ctx       context.Context
+	stop      context.CancelFunc
 	// crashed ends when this incarnation panicked (Restarting): a process
 	// it was still starting is then killed at once, not given the grace.
 	crashed context.Context
@@ -44,24 +45,13 @@ type Actor struct {
 	view  sandbox.View
 	group *cgroup.Group // every process of the run, steps and tool calls
 
-	step      int
-	starts    int
-	calls     int
-	seenCalls map[string]bool
-	obs       *envelope.Observation
+	// The bounds (limits.go): agent process starts, model turns, tool
+	// calls, and the call ids already used.
+	starts, turns, calls int
+	seenCalls            map[string]bool
 
-	model  *model          // a model-backed run's conversation
-	acp    *acpState       // an acp-v1 run's agent and conversation
-	warned map[string]bool // warning texts already emitted (each once per run)
-
-	gen       int        // current step generation
-	p         *proc.Proc // live agent process, if any
-	procs     []*proc.Proc
-	deltas    reply
-	call      *envelope.Line // the step's tool call
-	stepBytes int            // stdout bytes of the current step
-	toolPID   *actor.PID
-	toolCall  *envelope.Line
+	toolPID  *actor.PID     // the tool actor of the call in flight (calls.go)
+	toolCall *envelope.Line // that call
 
 	// phase is where the run is: loading, running, concluding, concluded,
 	// finishing (phase.go has the transitions).
@@ -69,7 +59,12 @@ type Actor struct {
 	// startPending: a process start (a step, or the ACP agent) is under way
 	// off the actor; the run stops only once it has reported.
 	startPending bool
-	audit        *audit // the workspace as the run found it
+	procs        []*proc.Proc    // every process started and not yet reaped
+	warned       map[string]bool // warning texts already emitted (each once per run)
+	usage        *provider.Usage // token use the providers reported over the run's turns (nil: none)
+	// usageBy is usage per candidate that answered (provider/model).
+	usageBy map[string]*provider.Usage
+	audit   *audit // the workspace as the run found it
 	// diskOff ends the run's registration with the disk reserve watcher.
 	diskOff func()
 }
@@ -81,24 +76,10 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onStarted(c)
 	case *defLoaded:
 		a.onDefLoaded(c, m)
-	case *stepStarted:
-		a.onStepStarted(c, m)
-	case *agentLine:
-		a.onAgentLine(c, m)
-	case *agentExited:
-		a.onAgentExited(c, m)
 	case *tool.Result:
 		a.onToolResult(c, m)
 	case *tool.NeedApproval:
 		a.onNeedApproval(c, m)
-	case *modelEvent:
-		a.onModelEvent(c, m)
-	case *modelCandidate:
-		a.onModelCandidate(c, m)
-	case *modelPrepared:
-		a.onModelPrepared(c, m)
-	case *modelDone:
-		a.onModelDone(c, m)
 	case *ApprovalAnswer:
 		a.onApprovalAnswer(c, m)
 	case *Cancel:
@@ -109,24 +90,6 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onAudited(c, m)
 	case *diskLow:
 		a.onDiskLow(c, m)
-	case *acpStarted:
-		a.onACPStarted(c, m)
-	case *acpSession:
-		a.onACPSession(m)
-	case *acpFrame:
-		a.onACPFrame(c, m)
-	case *acpPermission:
-		a.onACPPermission(c, m)
-	case *acpTerminal:
-		a.onACPTerminal(c, m)
-	case *acpProc:
-		a.onACPProc(m)
-	case *acpFlood:
-		a.onACPFlood(c)
-	case *acpEnded:
-		a.onACPEnded(c, m)
-	case *acpExited:
-		a.onACPExited(c, m)
 	case *actor.Restarting:
 		// A crash: nothing of this incarnation survives; kill at once.
 		if a.crash != nil {
@@ -142,7 +105,9 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Stopped:
 		a.onStopped()
 	default:
-		a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+		if !a.eng.receive(c, m) { // the engine's own continuations
+			a.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+		}
 	}
 }
 
@@ -152,6 +117,7 @@ func (a *Actor) onStarted(c actor.Context) {
 	a.crashed, a.crash = context.WithCancel(context.Background())
 	a.seenCalls = map[string]bool{}
 	a.warned = map[string]bool{}
+	a.eng = loading{}
 	if a.spec.Attempts.Add(1) > 1 {
 		// spec: L4 — a restarted run never runs again; the host concludes it.
 		a.log.Warn("run actor restarted after a crash; concluding the run as interrupted")
@@ -244,18 +210,6 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 		// directories are read-only and the grant that lifts it.
 		a.warn(c, m.audit.readOnly)
 	}
-	if a.spec.Op == ipc.OpTsh {
-		// spec: P3 — a tsh op runs one tsh call through the tool path; no agent, no model.
-		a.startTool(c, &envelope.Line{Type: "tool_call", ID: "call-1", Name: "tsh", Args: a.spec.Args})
-		return
-	}
-	if a.def.Kind == agentdef.KindModel {
-		a.startModel(c, m.disp, m.derr)
-		return
-	}
-	if a.def.ABI == agentdef.ABIACP {
-		a.startACP(c)
-		return
-	}
-	a.startStep(c)
+	a.eng = a.engineFor(m)
+	a.eng.start(c)
 }
