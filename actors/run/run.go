@@ -1,6 +1,8 @@
-// Package run is the actor of one run: the sdk-envelope-v1 step loop of an
-// executable agent (runtime.md X1–X12), its 8-call / 9-start bounds,
-// cancellation, and the conclusion only the host writes.
+// Package run is the actor of one run: one of four engines (engine.go: a
+// tsh op, the sdk-envelope-v1 step loop of an executable agent, runtime.md
+// X1–X12, a model's turns, an ACP conversation), and what they share — the
+// 8-call / 9-start bounds, cancellation, and the conclusion only the host
+// writes.
 package run
 
 import (

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -17,30 +18,75 @@ import (
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/ipc"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tshDir != "" {
+		os.RemoveAll(tshDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// tsh is built once for the package's tests.
+var (
+	tshOnce sync.Once
+	tshDir  string
+	tshErr  error
+)
+
+func buildTsh() (string, error) {
+	tshOnce.Do(func() {
+		if tshDir, tshErr = os.MkdirTemp("", "run-test-tsh-"); tshErr != nil {
+			return
+		}
+		build := exec.Command("go", "build", "-o", tshDir+"/tsh", "../../cmd/tsh")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			tshErr = fmt.Errorf("build tsh: %v %s", err, out)
+		}
+	})
+	return tshDir + "/tsh", tshErr
+}
 
 // parent stands in for the session: it records the run's frames and, like
 // the session, answers a done frame with Concluded.
 type parent struct {
-	spec   Spec
-	cfg    *config.Config
-	mu     sync.Mutex
-	frames []ipc.Frame
-	done   chan struct{}
-	once   sync.Once
+	spec  Spec
+	cfg   *config.Config
+	start startFunc // nil: proc.Start
+	// onFrame, when set, sees every frame as it is emitted (on the
+	// parent's actor; c.Sender() is the run).
+	onFrame func(c actor.Context, f *ipc.Frame)
+	mu      sync.Mutex
+	frames  []ipc.Frame
+	done    chan struct{}
+	once    sync.Once
 }
 
 func (p *parent) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
-		c.Spawn(Props(p.cfg, p.spec))
+		start := p.start
+		if start == nil {
+			start = proc.Start
+		}
+		c.Spawn(props(p.cfg, p.spec, start))
 	case *Emit:
 		p.mu.Lock()
 		p.frames = append(p.frames, *m.Frame)
 		p.mu.Unlock()
+		if p.onFrame != nil {
+			p.onFrame(c, m.Frame)
+		}
 		if m.Frame.Type == ipc.TypeDone {
 			c.Send(c.Sender(), &Concluded{})
 		}
@@ -69,10 +115,12 @@ func setup(t *testing.T) *config.Config {
 	if err := l.EnsureRoot(); err != nil {
 		t.Fatal(err)
 	}
-	build := exec.Command("go", "build", "-o", l.BinDir()+"/tsh", "../../cmd/tsh")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build tsh: %v %s", err, out)
+	tsh, err := buildTsh()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(tsh); err != nil || os.WriteFile(l.BinDir()+"/tsh", b, 0o755) != nil {
+		t.Fatalf("install tsh: %v", err)
 	}
 	exe := filepath.Join(dir, "agent.sh")
 	os.WriteFile(exe, []byte("#!/bin/sh\nexit 0\n"), 0o755)
@@ -85,10 +133,17 @@ func setup(t *testing.T) *config.Config {
 
 func runWith(t *testing.T, cfg *config.Config, spec Spec) *parent {
 	t.Helper()
+	return runParent(t, &parent{spec: spec, cfg: cfg})
+}
+
+// runParent runs p's run to its end and stops the actor system.
+func runParent(t *testing.T, p *parent) *parent {
+	t.Helper()
+	cfg := p.cfg
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}), actor.WithDeadLetterThrottleInterval(time.Millisecond))
-	p := &parent{spec: spec, cfg: cfg, done: make(chan struct{})}
+	p.done = make(chan struct{})
 	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 	select {
 	case <-p.done:
