@@ -1,25 +1,31 @@
 package chatview
 
 import (
-	"fmt"
-	"os"
 	"regexp"
+	"strconv"
 	"strings"
 
-	"charm.land/glamour/v2"
-	"charm.land/glamour/v2/styles"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/parser"
+	"github.com/yuin/goldmark/text"
 
 	"github.com/cortexfs/ctx/internal/sessions"
 )
 
-// Markdown renders assistant Markdown for a terminal with glamour.
+// Markdown renders assistant Markdown for a terminal: CommonMark parsed by
+// goldmark's core parser and written as text with SGR styles, wrapped to
+// the width. No extension and no syntax highlighter: glamour's (chroma's
+// lexers and styles) cost every ctx command ~30 ms of package init, the
+// client's whole start, to colour code blocks.
 type Markdown struct {
-	r *glamour.TermRenderer
+	width int
+	p     parser.Parser
 }
 
 // NewMarkdown makes a renderer wrapping at width columns (at most 100, so
-// prose stays readable on a wide terminal). The style is glamour's "dark",
-// or a standard style named by GLAMOUR_STYLE (light, dracula, ...).
+// prose stays readable on a wide terminal).
 func NewMarkdown(width int) (*Markdown, error) {
 	if width <= 0 {
 		width = 80
@@ -27,54 +33,295 @@ func NewMarkdown(width int) (*Markdown, error) {
 	if width > 100 {
 		width = 100
 	}
-	style := styles.DarkStyle
-	if s := os.Getenv("GLAMOUR_STYLE"); s != "" {
-		if _, ok := styles.DefaultStyles[s]; ok {
-			style = s
-		}
-	}
-	r, err := glamour.NewTermRenderer(glamour.WithStandardStyle(style), glamour.WithWordWrap(width-4))
-	if err != nil {
-		return nil, fmt.Errorf("markdown renderer: %w", err)
-	}
-	return &Markdown{r: r}, nil
+	return &Markdown{width: width, p: goldmark.DefaultParser()}, nil
 }
 
-// trailingPad matches what glamour pads a line with up to the wrap width:
-// spaces and SGR sequences at the end of a line.
-var trailingPad = regexp.MustCompile(`(?:\x1b\[[0-9;]*m| )+$`)
+// The styles, as SGR pairs whose "off" undoes only what "on" set, so they
+// nest (bold inside a link, code inside a heading).
+var (
+	mdBold      = [2]string{"\x1b[1m", "\x1b[22m"}
+	mdItalic    = [2]string{"\x1b[3m", "\x1b[23m"}
+	mdUnderline = [2]string{"\x1b[4m", "\x1b[24m"}
+	mdFaint     = [2]string{"\x1b[2m", "\x1b[22m"}
+	mdCode      = [2]string{"\x1b[36m", "\x1b[39m"} // cyan: the terminal's palette decides the shade
+	mdHeading   = [2]string{"\x1b[1;35m", "\x1b[22;39m"}
+)
+
+func styled(st [2]string, s string) string {
+	if s == "" {
+		return ""
+	}
+	return st[0] + s + st[1]
+}
+
+// margin is the left margin of every rendered line.
+const margin = "  "
 
 // Render turns one block of Markdown into terminal text without leading or
-// trailing blank lines and without the padding to the wrap width. Control
-// characters of the text become U+FFFD first, so an agent's answer cannot
-// drive the terminal; the escape sequences in the result are glamour's.
+// trailing blank lines or trailing spaces. Control characters of the text
+// become U+FFFD first, so an agent's answer cannot drive the terminal; the
+// only escape sequences in the result are the renderer's own styles.
 func (m *Markdown) Render(md string) string {
-	out, err := m.r.Render(sessions.Clean(md))
-	if err != nil {
-		return sessions.Clean(md) // the text as written beats nothing
-	}
-	lines := strings.Split(out, "\n")
+	src := []byte(sessions.Clean(md))
+	doc := m.p.Parse(text.NewReader(src))
+	r := mdRender{src: src}
+	lines := r.children(doc, m.width-2*len(margin))
 	for i, l := range lines {
-		if trailingPad.MatchString(l) {
-			l = trailingPad.ReplaceAllString(l, "")
-			if strings.Contains(l, "\x1b[") {
-				l += "\x1b[m"
-			}
+		if l = strings.TrimRight(l, " "); l != "" {
+			l = margin + l
 		}
 		lines[i] = l
 	}
-	for len(lines) > 0 && blank(lines[0]) {
+	return strings.Join(trimBlankLines(lines), "\n")
+}
+
+func trimBlankLines(lines []string) []string {
+	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
 		lines = lines[1:]
 	}
-	for len(lines) > 0 && blank(lines[len(lines)-1]) {
+	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
 		lines = lines[:len(lines)-1]
 	}
-	return strings.Join(lines, "\n")
+	return lines
+}
+
+// mdRender writes one parsed document.
+type mdRender struct{ src []byte }
+
+// children renders n's blocks at width, a blank line between them; the
+// items of a tight list sit on consecutive lines.
+func (r *mdRender) children(n ast.Node, width int) []string {
+	var out []string
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		ls := r.block(c, width)
+		if len(ls) == 0 {
+			continue
+		}
+		if len(out) > 0 && !tightIn(n) {
+			out = append(out, "")
+		}
+		out = append(out, ls...)
+	}
+	return out
+}
+
+// tightIn: n is a list item of a tight list (its blocks, and the list's
+// items, are not separated by blank lines).
+func tightIn(n ast.Node) bool {
+	switch n := n.(type) {
+	case *ast.List:
+		return n.IsTight
+	case *ast.ListItem:
+		l, ok := n.Parent().(*ast.List)
+		return ok && l.IsTight
+	}
+	return false
+}
+
+func (r *mdRender) block(n ast.Node, width int) []string {
+	width = max(width, 10)
+	switch n := n.(type) {
+	case *ast.Heading:
+		return wrap(styled(mdHeading, r.inline(n)), width)
+	case *ast.Paragraph, *ast.TextBlock:
+		if table := r.table(n); table != nil {
+			return table
+		}
+		return wrap(r.inline(n), width)
+	case *ast.ThematicBreak:
+		return []string{styled(mdFaint, strings.Repeat("─", min(width, 40)))}
+	case *ast.FencedCodeBlock, *ast.CodeBlock, *ast.HTMLBlock:
+		// As written, never wrapped: indentation is meaning in code.
+		var out []string
+		for i := 0; i < n.Lines().Len(); i++ {
+			seg := n.Lines().At(i)
+			l := strings.TrimRight(string(seg.Value(r.src)), "\r\n")
+			if _, html := n.(*ast.HTMLBlock); html {
+				out = append(out, l)
+				continue
+			}
+			out = append(out, margin+styled(mdCode, l))
+		}
+		if h, ok := n.(*ast.HTMLBlock); ok && h.HasClosure() {
+			out = append(out, strings.TrimRight(string(h.ClosureLine.Value(r.src)), "\r\n"))
+		}
+		return out
+	case *ast.Blockquote:
+		inner := r.children(n, width-2)
+		for i, l := range inner {
+			inner[i] = styled(mdFaint, "│") + " " + l
+		}
+		return inner
+	case *ast.List:
+		var out []string
+		num := n.Start
+		for item := n.FirstChild(); item != nil; item = item.NextSibling() {
+			marker := "• "
+			if n.IsOrdered() {
+				marker = strconv.Itoa(num) + ". "
+				num++
+			}
+			inner := r.children(item, width-len([]rune(marker)))
+			if len(inner) == 0 {
+				inner = []string{""}
+			}
+			if len(out) > 0 && !n.IsTight {
+				out = append(out, "")
+			}
+			pad := strings.Repeat(" ", len([]rune(marker)))
+			for i, l := range inner {
+				if i == 0 {
+					out = append(out, marker+l)
+				} else if l != "" {
+					out = append(out, pad+l)
+				} else {
+					out = append(out, l)
+				}
+			}
+		}
+		return out
+	}
+	return r.children(n, width)
+}
+
+// table is a paragraph whose every line starts with "|" (a GFM table,
+// which the core parser reads as a paragraph), line by line as written;
+// nil for any other paragraph.
+func (r *mdRender) table(n ast.Node) []string {
+	lines := n.Lines()
+	if lines.Len() < 2 {
+		return nil
+	}
+	var out []string
+	for i := 0; i < lines.Len(); i++ {
+		seg := lines.At(i)
+		l := strings.TrimSpace(string(seg.Value(r.src)))
+		if !strings.HasPrefix(l, "|") {
+			return nil
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// inline is n's inline content as one styled string; "\n" where the text
+// has a hard line break.
+func (r *mdRender) inline(n ast.Node) string {
+	var b strings.Builder
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		switch c := c.(type) {
+		case *ast.Text:
+			b.Write(c.Value(r.src))
+			switch {
+			case c.HardLineBreak():
+				b.WriteByte('\n')
+			case c.SoftLineBreak():
+				b.WriteByte(' ')
+			}
+		case *ast.String:
+			b.Write(c.Value)
+		case *ast.CodeSpan:
+			var code strings.Builder
+			for t := c.FirstChild(); t != nil; t = t.NextSibling() {
+				if s, ok := t.(*ast.Text); ok {
+					code.Write(s.Value(r.src))
+				} else if s, ok := t.(*ast.String); ok {
+					code.Write(s.Value)
+				}
+			}
+			b.WriteString(styled(mdCode, code.String()))
+		case *ast.Emphasis:
+			st := mdItalic
+			if c.Level >= 2 {
+				st = mdBold
+			}
+			b.WriteString(styled(st, r.inline(c)))
+		case *ast.Link:
+			label := r.inline(c)
+			b.WriteString(styled(mdUnderline, label))
+			if dest := string(c.Destination); dest != "" && dest != plainText(label) {
+				b.WriteString(" " + styled(mdFaint, dest))
+			}
+		case *ast.AutoLink:
+			b.WriteString(styled(mdUnderline, string(c.URL(r.src))))
+		case *ast.Image:
+			b.WriteString(styled(mdFaint, "[image: "+r.inline(c)+"] "+string(c.Destination)))
+		case *ast.RawHTML:
+			for i := 0; i < c.Segments.Len(); i++ {
+				seg := c.Segments.At(i)
+				b.Write(seg.Value(r.src))
+			}
+		default:
+			b.WriteString(r.inline(c))
+		}
+	}
+	return b.String()
+}
+
+// wrap cuts styled text into lines of at most width columns, at spaces
+// when it can. A style open at a cut is closed at the line's end and opened
+// again on the next line, so no margin or prompt is ever styled.
+func wrap(s string, width int) []string {
+	lines := strings.Split(ansi.Wrap(s, width, ""), "\n")
+	open := ""
+	for i, l := range lines {
+		l = open + l
+		open = openStyles(l)
+		if open != "" {
+			l += "\x1b[m"
+		}
+		lines[i] = l
+	}
+	return lines
+}
+
+// openStyles is the SGR sequence that restores what is still on at the end
+// of l (only the renderer's own codes occur: 1–4, 22–24, 35, 36, 39).
+func openStyles(l string) string {
+	var on [5]string // bold/faint, italic, underline, colour, second weight
+	for _, m := range sgr.FindAllString(l, -1) {
+		for _, code := range strings.Split(m[2:len(m)-1], ";") {
+			switch code {
+			case "1", "2":
+				on[0] = code
+			case "22":
+				on[0] = ""
+			case "3":
+				on[1] = code
+			case "23":
+				on[1] = ""
+			case "4":
+				on[2] = code
+			case "24":
+				on[2] = ""
+			case "35", "36":
+				on[3] = code
+			case "39", "", "0":
+				on[3] = ""
+				if code != "39" {
+					on = [5]string{}
+				}
+			}
+		}
+	}
+	var codes []string
+	for _, c := range on {
+		if c != "" {
+			codes = append(codes, c)
+		}
+	}
+	if len(codes) == 0 {
+		return ""
+	}
+	return "\x1b[" + strings.Join(codes, ";") + "m"
 }
 
 var sgr = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 
-func blank(l string) bool { return strings.TrimSpace(sgr.ReplaceAllString(l, "")) == "" }
+// plainText is s without its styles.
+func plainText(s string) string { return sgr.ReplaceAllString(s, "") }
+
+func blank(l string) bool { return strings.TrimSpace(plainText(l)) == "" }
 
 // Blocks cuts streamed Markdown into blocks that are complete: a block
 // closes at a blank line outside a fenced code block, at the line that

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/charmbracelet/x/ansi"
 )
 
 // TestBlocks: streamed Markdown is cut into closed blocks whatever the
@@ -30,7 +32,7 @@ func TestBlocks(t *testing.T) {
 	}
 }
 
-// TestMarkdownRender: glamour's output without padding or blank edges,
+// TestMarkdownRender: the rendered text without padding or blank edges,
 // and escape sequences from the text neutralised.
 func TestMarkdownRender(t *testing.T) {
 	m, err := NewMarkdown(60)
@@ -71,5 +73,43 @@ func TestToolLineAndDuration(t *testing.T) {
 		if got := Duration(d); got != want {
 			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestMarkdownBlocks: each kind of block rendered, no markup left, a style
+// cut by the wrap closed at the line's end and opened again on the next.
+func TestMarkdownBlocks(t *testing.T) {
+	m, err := NewMarkdown(40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := m.Render("# Fixed\n\nThe bug is **a long bold phrase that has to wrap across lines** and `code` and [docs](https://x.example).\n\n- a\n- b\n  more\n\n3. three\n4. four\n\n```sh\nsh  test.sh\n```\n\n> quoted\n\n| a | b |\n|---|---|\n| 1 | 2 |")
+	got := screen(out)
+	for _, want := range []string{"  Fixed\n", "• a\n  • b more", "3. three\n  4. four", "    sh  test.sh", "│ quoted", "docs https://x.example", "| a | b |\n  |---|---|\n  | 1 | 2 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	for _, markup := range []string{"# ", "**", "`", "](", "```"} {
+		if strings.Contains(got, markup) {
+			t.Errorf("markup %q left:\n%s", markup, got)
+		}
+	}
+	lines := strings.Split(out, "\n")
+	cut := false
+	for i, l := range lines {
+		if ansi.StringWidth(l) > 40 {
+			t.Errorf("line %d wider than 40: %q", i, l)
+		}
+		if i > 0 && strings.HasSuffix(lines[i-1], "\x1b[m") && strings.Contains(lines[i-1], "\x1b[1m") {
+			// The bold phrase was cut here: closed above, reopened below.
+			cut = true
+			if !strings.HasPrefix(l, "  \x1b[1m") {
+				t.Errorf("line %d: bold not reopened after the cut: %q", i, l)
+			}
+		}
+	}
+	if !cut {
+		t.Errorf("the bold phrase was not cut and closed at a line's end:\n%q", out)
 	}
 }

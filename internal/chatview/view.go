@@ -1,5 +1,5 @@
 // Package chatview renders a run's frames for a person at a terminal:
-// the assistant's Markdown through glamour, each tool
+// the assistant's Markdown rendered (markdown.go), each tool
 // call as one live line that ends with its status and duration, the time
 // spent waiting for the model, and the diff an approval is about.
 //
