@@ -20,6 +20,11 @@ func main() {
 }
 
 func run() int {
+	if len(os.Args) == 2 && os.Args[1] == "daemon" {
+		// `ctx daemon` becomes ctxd before the CLI's model is built: the
+		// daemon is ready as soon as ctxd alone would be.
+		return cli.ExecDaemon()
+	}
 	var c cli.CLI
 	parser, err := kong.New(&c, kong.Name("ctx"),
 		kong.Description("CortexFS agent runtime: durable sessions, sandboxed tools, a terminal into the agent's shell."),

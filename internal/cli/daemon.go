@@ -24,6 +24,14 @@ func (c *DaemonCmd) Run(env *Env) error {
 	return execDaemon("daemon")
 }
 
+// ExecDaemon is `ctx daemon` without the CLI's parse: ctx's main calls it
+// first thing. It returns only when the exec failed, with the exit code.
+func ExecDaemon() int {
+	err := execDaemon("daemon")
+	fmt.Fprintln(os.Stderr, "ctx:", err)
+	return CodeOf(err)
+}
+
 // execDaemon replaces this process with `ctxd ARGS...`; it returns only
 // when that fails.
 func execDaemon(args ...string) error {
