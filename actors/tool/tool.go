@@ -136,8 +136,8 @@ func (a *Actor) spawn(c actor.Context) {
 		}
 	}
 	v := a.call.View
-	v.Tsh = a.prep.tool == nil     // tsh itself runs (list, load, pin, context …)
-	v.Tools = sandbox.AllowedTools // Only what the policy allows is visible
+	v.Tsh = a.prep.tool == nil  // tsh itself runs (list, load, pin, context …)
+	v.Tools = sandbox.CallTools // Only what the policy allows is visible; one call: a tool tree
 	argv := a.prep.argv
 	tool := a.prep.tool
 	a.prep.tool = nil // the goroutine owns the checked file from here

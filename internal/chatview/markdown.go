@@ -321,8 +321,6 @@ var sgr = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 // plainText is s without its styles.
 func plainText(s string) string { return sgr.ReplaceAllString(s, "") }
 
-func blank(l string) bool { return strings.TrimSpace(plainText(l)) == "" }
-
 // Blocks cuts streamed Markdown into blocks that are complete: a block
 // closes at a blank line outside a fenced code block, at the line that
 // closes a fence, and after an ATX heading line. A closed block renders

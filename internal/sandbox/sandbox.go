@@ -159,10 +159,10 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		return s, nil, fmt.Errorf("agent home: %w", err)
 	}
 	mount(&s.Mounts, hf, l.AgentHome(v.Def.Name), layout.SandboxHome, true)
-	if v.Tools == AllowedTools {
+	if v.Tools == AllowedTools || v.Tools == CallTools {
 		// spec: V3 — the view is the authority: what policy denies is not there.
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: l.BinDir(), Dst: layout.SandboxRoot + "/bin", Try: true})
-		tmpfs, mounts, remount := toolMounts(l, v.Def)
+		tmpfs, mounts, remount := toolMounts(l, v.Def, v.Tools == CallTools)
 		s.Tmpfs = append(s.Tmpfs, tmpfs...)
 		s.Mounts = append(s.Mounts, mounts...)
 		s.RemountRO = append(s.RemountRO, remount...)

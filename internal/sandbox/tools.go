@@ -24,8 +24,13 @@ const (
 	// AllowedTools shows, in each mounted tool directory on the agent's
 	// CTX_PATH, only the tools the agent's policy and each tool's policy
 	// allow (each with its <name>.d/), over an empty read-only tmpfs: a
-	// tool process, tsh and the terminal.
+	// terminal's shell, which lives as long as it likes.
 	AllowedTools
+	// CallTools shows what AllowedTools shows, each tool directory as one
+	// read-only bind of its tool tree (tooltree.go) instead of a tmpfs and
+	// two binds per tool: for a sandbox that lives one call (a tool call,
+	// a tsh op), since a tree no view used for a day may be removed.
+	CallTools
 )
 
 // ToolDir is a tool directory a view can show: its CTX_PATH entry (the path
@@ -86,16 +91,20 @@ func DecideUpdate(l layout.Layout, def *agentdef.Def) policy.Decision {
 // a tmpfs over each tool directory, one read-only bind per allowed tool
 // and one per its <name>.d/, and the tmpfs remounted read-only after all
 // mounts (remount). Only a regular file (never a symlink, which bwrap
-// would follow) and a real directory are bound. Each bind costs bwrap
-// one mount (see the README for the measured cost).
-func toolMounts(l layout.Layout, def *agentdef.Def) (tmpfs []string, mounts []bwrap.Mount, remount []string) {
+// would follow) and a real directory are bound. Each bind costs bwrap one
+// mount (docs/performance.md), so with trees (CallTools) a directory is
+// one read-only bind of its tool tree instead, made or reused here; a
+// directory whose tree cannot be made (another filesystem's rules, too
+// many entries) is shown bind by bind all the same.
+func toolMounts(l layout.Layout, def *agentdef.Def, trees bool) (tmpfs []string, mounts []bwrap.Mount, remount []string) {
 	for _, d := range ToolDirs(l, def.CTXPath) {
-		tmpfs = append(tmpfs, d.Sandbox)
-		remount = append(remount, d.Sandbox)
 		ents, err := os.ReadDir(d.Host)
 		if err != nil {
-			continue // absent: an empty directory in the view
+			// Absent: an empty directory in the view.
+			tmpfs, remount = append(tmpfs, d.Sandbox), append(remount, d.Sandbox)
+			continue
 		}
+		var names []string
 		for _, e := range ents {
 			name := e.Name()
 			if strings.HasSuffix(name, ".d") || layout.CheckName("tool", name) != nil || !e.Type().IsRegular() {
@@ -104,6 +113,16 @@ func toolMounts(l layout.Layout, def *agentdef.Def) (tmpfs []string, mounts []bw
 			if !DecideTool(def, d.Host, name).Allowed { // Denied tools are absent
 				continue
 			}
+			names = append(names, name)
+		}
+		if trees {
+			if tree, err := toolTree(d.Host, names); err == nil {
+				mounts = append(mounts, bwrap.Mount{Src: tree, Dst: d.Sandbox})
+				continue
+			}
+		}
+		tmpfs, remount = append(tmpfs, d.Sandbox), append(remount, d.Sandbox)
+		for _, name := range names {
 			src := filepath.Join(d.Host, name)
 			mounts = append(mounts, bwrap.Mount{Src: src, Dst: d.Sandbox + "/" + name})
 			if st, err := os.Lstat(src + ".d"); err == nil && st.IsDir() {

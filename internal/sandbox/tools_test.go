@@ -1,10 +1,14 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cortexfs/ctx/internal/bwrap"
 )
 
 // TestToolView: an agent step's view mounts no tool file; a tool's view
@@ -78,5 +82,102 @@ func TestToolView(t *testing.T) {
 	v.Def.CTXPath = "/ctx/tool"
 	if j := args(v); strings.Contains(j, "/ctx/home/1000/tool") || !strings.Contains(j, "/ctx/tool/denied") {
 		t.Errorf("CTX_PATH /ctx/tool only:\n%s", j)
+	}
+}
+
+// TestToolTreeView: a tool call's view (CallTools) shows each tool
+// directory as one read-only bind of a tool tree holding exactly what
+// AllowedTools shows — the allowed tools as hard links of the same files,
+// their .d/ — and the same tree again while nothing changed; a tool
+// installed again, or a changed verdict, makes another tree. spec: V3
+func TestToolTreeView(t *testing.T) {
+	v := view(t)
+	l := v.Layout
+	v.Def.Control = l.AgentControl("a")
+	os.MkdirAll(v.Def.Control, 0o755)
+	sys := l.ToolDir()
+	os.MkdirAll(sys, 0o755)
+	for i := range 20 {
+		name := fmt.Sprintf("t%02d", i)
+		os.WriteFile(filepath.Join(sys, name), []byte("#!/bin/sh\n"), 0o755)
+		os.MkdirAll(filepath.Join(sys, name+".d", "sub"), 0o755)
+		os.WriteFile(filepath.Join(sys, name+".d", "tool.json"), []byte("{}"), 0o644)
+		os.Symlink("../tool.json", filepath.Join(sys, name+".d", "sub", "link"))
+	}
+	os.WriteFile(filepath.Join(sys, "denied"), []byte("#!/bin/sh\n"), 0o755)
+	allow := func(n int) {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "allow tool t%02d\n", i)
+		}
+		os.WriteFile(filepath.Join(v.Def.Control, "policy"), []byte(b.String()), 0o644)
+	}
+	allow(20)
+	v.Def.CTXPath = "/ctx/tool"
+	v.Tools = CallTools
+	spec := func() bwrap.Spec { return v.Spec([]string{"/x"}, v.ToolEnv()) }
+	s := spec()
+	var tree string
+	for _, m := range s.Mounts {
+		if m.Dst == "/ctx/tool" {
+			tree = m.Src
+		}
+		if strings.HasPrefix(m.Dst, "/ctx/tool/") {
+			t.Errorf("a tool bound on its own: %+v", m)
+		}
+	}
+	if tree == "" || !strings.HasPrefix(tree, sys+"/.views/") || slices.Contains(s.Tmpfs, "/ctx/tool") {
+		t.Fatalf("no tree bound at /ctx/tool: %+v", s)
+	}
+	ents, _ := os.ReadDir(tree)
+	if len(ents) != 40 {
+		t.Errorf("tree has %d entries, want 20 tools and their .d/", len(ents))
+	}
+	if _, err := os.Lstat(filepath.Join(tree, "denied")); err == nil {
+		t.Error("a denied tool is in the tree")
+	}
+	same := func(a, b string) bool {
+		x, err1 := os.Stat(a)
+		y, err2 := os.Stat(b)
+		return err1 == nil && err2 == nil && os.SameFile(x, y)
+	}
+	if !same(filepath.Join(tree, "t07"), filepath.Join(sys, "t07")) || !same(filepath.Join(tree, "t07.d", "tool.json"), filepath.Join(sys, "t07.d", "tool.json")) {
+		t.Error("tree entries are not the tool's own files")
+	}
+	if target, err := os.Readlink(filepath.Join(tree, "t07.d", "sub", "link")); err != nil || target != "../tool.json" {
+		t.Errorf("symlink in .d/: %q %v", target, err)
+	}
+	if again := spec(); !slices.Equal(again.Mounts, s.Mounts) {
+		t.Error("nothing changed, yet another tree")
+	}
+	// A tool installed again (a new file renamed over it): another tree.
+	os.WriteFile(filepath.Join(sys, ".new"), []byte("#!/bin/sh\necho 2\n"), 0o755)
+	os.Rename(filepath.Join(sys, ".new"), filepath.Join(sys, "t03"))
+	s2 := spec()
+	if slices.Equal(s2.Mounts, s.Mounts) {
+		t.Error("a reinstalled tool kept the old tree")
+	}
+	// A changed verdict: another tree without the tools now denied.
+	allow(10)
+	s3 := spec()
+	for _, m := range s3.Mounts {
+		if m.Dst == "/ctx/tool" {
+			if _, err := os.Lstat(filepath.Join(m.Src, "t15")); err == nil {
+				t.Error("a tool the policy now denies is in the tree")
+			}
+			if _, err := os.Lstat(filepath.Join(m.Src, "t05")); err != nil {
+				t.Error("an allowed tool is missing from the tree")
+			}
+		}
+	}
+	// The mounts of the tool part: one bind, whatever the number of tools.
+	n := 0
+	for _, m := range s3.Mounts {
+		if strings.HasPrefix(m.Dst, "/ctx/tool") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d tool mounts, want 1", n)
 	}
 }
