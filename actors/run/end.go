@@ -29,22 +29,32 @@ func (a *Actor) onCancel(c actor.Context) {
 }
 
 // conclude emits the one conclusion (if any) and done. Only the host does
-// (X7, X8). A run with a workspace first compares it with the snapshot
-// taken at its start, off the actor, and warns of what now runs code on
-// the host; nothing more is recorded meanwhile.
+// (X7, X8). First, off the actor, the run's placeholders are unpinned and
+// a run with a workspace compares it with the snapshot taken at its
+// start, and warns of what now runs code on the host; nothing more is
+// recorded meanwhile.
 // In phase loading or running: → concluding (the audit) or → concluded.
 func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 	if a.phase.concluded() {
 		return
 	}
 	a.eng.concluding(c, status) // every recorded call gets its result before the conclusion
-	if au := a.audit; au != nil {
+	if au, ph := a.audit, a.cfg.Placeholders; au != nil || ph != nil {
 		a.enter(phaseConcluding)
 		a.audit = nil
-		self, root := c.Self(), c.ActorSystem().Root
+		self, root, run := c.Self(), c.ActorSystem().Root, a.spec.RunID
 		go func() {
-			changes, incomplete := au.changes()
-			root.Send(self, &audited{warnings: changes, incomplete: incomplete, f: f, status: status})
+			// The placeholders the run's sandboxes shared go first (those
+			// a sandbox still uses, with it): none is left in the
+			// workspace once a client has seen done.
+			if ph != nil {
+				ph.EndRun(run)
+			}
+			m := &audited{f: f, status: status}
+			if au != nil {
+				m.warnings, m.incomplete = au.changes()
+			}
+			root.Send(self, m)
 		}()
 		return
 	}
@@ -157,10 +167,14 @@ func (a *Actor) onStopping() {
 // onStopped: the run is over and its children are stopped. What is still
 // in its cgroup after the grace (a tool being terminated, anything that
 // escaped its sandbox's teardown) is killed and the cgroup removed, off
-// the actor.
+// the actor; the run's placeholders are unpinned.
 func (a *Actor) onStopped() {
 	a.closeGroup(a.cfg.CancelGrace)
 	a.unwatchDisk()
+	if a.cfg.Placeholders != nil {
+		// The placeholders its sandboxes shared go with their last use.
+		a.cfg.Placeholders.EndRun(a.spec.RunID)
+	}
 }
 
 // watchDisk registers the run with the disk reserve watcher: its writable

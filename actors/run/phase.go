@@ -7,10 +7,10 @@ import "fmt"
 //
 //	from        on                                   to
 //	loading     defLoaded (definition and prompt ok) running
-//	loading     conclude, with a workspace audit     concluding
-//	running     conclude, with a workspace audit     concluding
-//	loading     conclude, without one                concluded
-//	running     conclude, without one                concluded
+//	loading     conclude, with placeholders or audit concluding
+//	running     conclude, with placeholders or audit concluding
+//	loading     conclude, with neither               concluded
+//	running     conclude, with neither               concluded
 //	concluding  audited (conclusion and done sent)   concluded
 //	any         Concluded (done is durable)          finishing
 //	finishing   no process left, no start pending    the actor stops
@@ -30,9 +30,10 @@ const (
 	// phaseRunning: the start frame is out; steps, model turns, the ACP
 	// conversation and tool calls run.
 	phaseRunning
-	// phaseConcluding: the conclusion is decided; the workspace is being
-	// compared with its snapshot off the actor before conclusion and done
-	// are emitted. Nothing more is recorded.
+	// phaseConcluding: the conclusion is decided; off the actor, the run's
+	// placeholders are unpinned and the workspace is compared with its
+	// snapshot before conclusion and done are emitted. Nothing more is
+	// recorded.
 	phaseConcluding
 	// phaseConcluded: conclusion and done emitted; waiting for the session
 	// to say done is durable.

@@ -202,7 +202,7 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	if m.prep != nil && m.prep.SnapshotErr != nil {
 		a.log.Warn("session snapshots not written (the run goes on)", "err", m.prep.SnapshotErr) // R5
 	}
-	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Scope: a.spec.Scope, Run: a.spec.RunID,
+	a.view = sandbox.View{Layout: a.cfg.Layout, Def: m.def, Session: a.spec.Session, Scope: a.spec.Scope, Run: a.spec.RunID, Pin: a.spec.RunID,
 		Tools:     sandbox.NoTools, // An agent step acts only through tool_call
 		Workspace: a.spec.Workspace, Cwd: a.spec.Cwd, Placeholders: a.cfg.Placeholders, Log: a.log}
 	a.audit = m.audit

@@ -117,7 +117,7 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, err
 		return m.spawnBare(t)
 	}
 	v := t.View
-	v.Run, v.Tsh, v.Tools = "", false, sandbox.ToolView(0)
+	v.Run, v.Pin, v.Tsh, v.Tools = "", "", false, sandbox.ToolView(0)
 	env := v.ToolEnv()
 	delete(env, "CTX_RUN")
 	delete(env, "CTX_CONTROL_SOCKET")

@@ -36,6 +36,11 @@ type View struct {
 	// Placeholders, when set, holds the placeholders of absent protected
 	// names (the daemon's one registry); without it none are made.
 	Placeholders *workspace.Registry
+	// Pin, when set, is the run whose sandboxes share this view's
+	// placeholders until it ends (Registry.AcquireFor, EndRun), so its
+	// steps and tool calls make none anew. "" for a sandbox that holds
+	// its own for as long as it lives (a terminal's shell, an MCP server).
+	Pin string
 	// Log receives what the view notes (grants used, a walk cut short).
 	Log *slog.Logger
 	// Tsh marks a view that runs tsh (the terminal, a tsh command): it also
@@ -43,8 +48,8 @@ type View struct {
 	// and .d/label, which tsh enforces itself. An agent step or a checked
 	// tool the host runs directly needs neither (fewer mounts, faster start).
 	Tsh bool
-	// Tools says which tool files the view shows (zero: none
-	// item 4): an agent step acts only through tool_call frames.
+	// Tools says which tool files the view shows (zero: none): an agent
+	// step acts only through tool_call frames.
 	Tools ToolView
 }
 
@@ -312,7 +317,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			continue
 		case v.Placeholders != nil && top:
 			isDir := workspace.IsDirName(path.Base(e.Rel))
-			f, ph, release, err := v.Placeholders.Acquire(d.File, e.Rel, isDir)
+			f, ph, release, err := v.Placeholders.AcquireFor(v.Pin, d.File, e.Rel, isDir) // the run keeps it for its next sandboxes
 			if err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}

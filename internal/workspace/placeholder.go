@@ -22,12 +22,18 @@ import (
 // directory gives git no warning. Inside a sandbox the placeholder is never
 // seen: an absent source (AbsentSource) is bound over it. It is shared by every
 // sandbox using it and removed when the last one ended, if it is still the
-// same empty inode; one left by a crashed daemon carries the signature
+// same empty inode. A run pins the placeholders its sandboxes used
+// (AcquireFor) until it ends (EndRun): its steps and tool calls, one
+// sandbox after another, reuse them instead of making and unlinking an
+// inode in the workspace for every call, and none is left once the run
+// is over. One left by a crashed daemon carries the signature
 // and is adopted, then removed, by the next run in that directory.
 // One Registry serves the whole daemon (config.Config.Placeholders).
 type Registry struct {
 	mu   sync.Mutex
 	held map[phKey]*placeholder
+	// pins: per run, the placeholders it holds until EndRun.
+	pins map[string]map[phKey]*placeholder
 	// dirs holds one descriptor per directory with placeholders, shared by
 	// them: a sandbox holds one descriptor per workspace, not one per
 	// protected name (descriptors independent of the load).
@@ -54,7 +60,53 @@ type placeholder struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{held: map[phKey]*placeholder{}, dirs: map[safefs.Identity]*heldDir{}}
+	return &Registry{held: map[phKey]*placeholder{}, dirs: map[safefs.Identity]*heldDir{},
+		pins: map[string]map[phKey]*placeholder{}}
+}
+
+// AcquireFor is Acquire by a sandbox of run: a placeholder it returns
+// stays, for the run's next sandboxes, until EndRun(run) — not only
+// until release. An empty run pins nothing.
+func (r *Registry) AcquireFor(run string, top *os.File, rel string, isDir bool) (*os.File, bool, func(), error) {
+	f, ph, release, err := r.Acquire(top, rel, isDir)
+	if err != nil || !ph || run == "" {
+		return f, ph, release, err
+	}
+	parent, perr := safefs.OpenBeneath(top, path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
+	if perr != nil {
+		return f, ph, release, nil // unpinned: it goes with its last use
+	}
+	pid, perr := safefs.ID(parent)
+	parent.Close()
+	if perr != nil {
+		return f, ph, release, nil
+	}
+	k := phKey{pid, path.Base(rel)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.held[k]
+	if p == nil || r.pins[run][k] == p {
+		return f, ph, release, nil // pinned already (or gone meanwhile)
+	}
+	if r.pins[run] == nil {
+		r.pins[run] = map[phKey]*placeholder{}
+	}
+	r.pins[run][k] = p
+	p.refs++
+	return f, ph, release, nil
+}
+
+// EndRun drops run's pins: each placeholder no sandbox uses any more is
+// removed now.
+func (r *Registry) EndRun(run string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, p := range r.pins[run] {
+		if r.held[k] == p { // not replaced since
+			r.releaseLocked(k)
+		}
+	}
+	delete(r.pins, run)
 }
 
 // Signature modes of placeholders (Registry).
@@ -152,6 +204,10 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, ph
 func (r *Registry) release(k phKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.releaseLocked(k)
+}
+
+func (r *Registry) releaseLocked(k phKey) {
 	p := r.held[k]
 	if p == nil {
 		return

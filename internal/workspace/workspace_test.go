@@ -222,6 +222,64 @@ func TestPlaceholders(t *testing.T) {
 	}
 }
 
+// TestPlaceholdersPinnedByRun: a run's sandboxes, one after another, share
+// one placeholder — the same inode, nothing made again — until the run
+// ends; one a sandbox still uses outlives EndRun until its release.
+func TestPlaceholdersPinnedByRun(t *testing.T) {
+	ws := t.TempDir()
+	d, _ := Open(ws, Options{Homes: []string{}})
+	defer d.Close()
+	r := NewRegistry()
+	ino := func(name string) uint64 {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(ws, name), &st); err != nil {
+			return 0
+		}
+		return st.Ino
+	}
+	use := func(run, name string) func() {
+		f, ph, rel, err := r.AcquireFor(run, d.File, name, IsDirName(name))
+		if err != nil || !ph {
+			t.Fatalf("%s: %v %v", name, ph, err)
+		}
+		f.Close()
+		return rel
+	}
+	use("run-1", ".git")()
+	first := ino(".git")
+	if first == 0 {
+		t.Fatal("the placeholder went with its sandbox: the run should keep it")
+	}
+	for range 5 { // the run's steps and tool calls
+		use("run-1", ".git")()
+		if got := ino(".git"); got != first {
+			t.Fatalf("a placeholder was made again (inode %d, then %d)", first, got)
+		}
+	}
+	use("", ".envrc")() // no run: it goes with its last use
+	if ino(".envrc") != 0 {
+		t.Error("an unpinned placeholder stayed")
+	}
+	held := use("run-2", ".vscode") // still in use at its run's end
+	use("run-1", ".vscode")()
+	r.EndRun("run-1")
+	if ino(".git") != 0 {
+		t.Error("the run ended and its placeholder stayed")
+	}
+	if ino(".vscode") == 0 {
+		t.Error("a placeholder another sandbox uses went at the run's end")
+	}
+	r.EndRun("run-2")
+	if ino(".vscode") == 0 {
+		t.Error("a placeholder a live sandbox uses went at its run's end")
+	}
+	held()
+	if ino(".vscode") != 0 {
+		t.Error("the placeholder stayed after its last use")
+	}
+	r.EndRun("run-1") // twice: nothing more
+}
+
 // What a run changed that runs code on the host.
 func TestSnapshotChanges(t *testing.T) {
 	ws := t.TempDir()
