@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,6 +130,48 @@ func BenchmarkToolCallVsBwrap(b *testing.B) {
 	b.ReportMetric(float64(tool)/float64(direct), "toolcall/direct")
 }
 
+// BenchmarkToolCallToolCount measures, interleaved in one run, the same
+// tool call (the tsh op over the socket) by two daemons: one whose tool
+// directory holds that tool alone, one where it holds 100 more, each with
+// its .d/ (all allowed). A tool call's view shows a tool directory as one
+// bind of its tool tree, so the ratio should stay near 1.
+func BenchmarkToolCallToolCount(b *testing.B) {
+	worlds := [2]*world{newWorld(b), newWorld(b)}
+	conns := [2]*client{}
+	for i, w := range worlds {
+		w.start()
+		w.tool("clock", "#!/bin/sh\necho tick\n")
+		if i == 1 {
+			for j := range 100 {
+				name := "t" + strconv.Itoa(j)
+				w.tool(name, "#!/bin/sh\n")
+				d := filepath.Join(w.root, "tool", name+".d")
+				os.MkdirAll(d, 0o755)
+				os.WriteFile(filepath.Join(d, "tool.json"), []byte(`{"description":"x"}`), 0o644)
+			}
+		}
+		w.mustCtx("agent", "create", "tc", "--exec", binDir+"/testagent")
+		conns[i] = w.dial("tc")
+	}
+	var took [2]time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range 2 {
+			t0 := time.Now()
+			conns[k].send(map[string]any{"op": "tsh", "id": "c" + strconv.Itoa(i), "session": "bench", "args": []string{"call", "clock"}})
+			got := conns[k].until("done", 10*time.Second)
+			if got[len(got)-1].Status != "ok" {
+				b.Fatal(types(got))
+			}
+			took[k] += time.Since(t0)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(took[0].Microseconds())/n/1000, "1tool-ms")
+	b.ReportMetric(float64(took[1].Microseconds())/n/1000, "101tools-ms")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "101/1")
+}
+
 // BenchmarkToolCallCgroup measures, interleaved in one run, what the run
 // cgroup costs a tool call: the same tool sandbox (view, flags, launch
 // root, the tool running to its exit) started without placement, and with
@@ -245,4 +289,63 @@ func BenchmarkToolsetReadEdit(b *testing.B) {
 	b.ReportMetric(float64(sed.Microseconds())/n/1000, "bwrap-sed-ms")
 	b.ReportMetric(float64(read)/float64(cat), "read/cat")
 	b.ReportMetric(float64(edit)/float64(sed), "edit/sed")
+}
+
+// BenchmarkCLIStart measures, interleaved, a process's start before it does
+// anything: `ctx --help` against `tsh --help` (a small Go program), and
+// `ctx daemon` against `ctxd daemon` until each has bound its socket and
+// answers ping (each daemon then stopped). The ratios are what the ctx
+// client costs on top of any Go program's start.
+func BenchmarkCLIStart(b *testing.B) {
+	help := func(bin string) time.Duration {
+		t0 := time.Now()
+		if out, err := exec.Command(bin, "--help").CombinedOutput(); err != nil {
+			b.Fatalf("%s --help: %v %s", bin, err, out)
+		}
+		return time.Since(t0)
+	}
+	ready := func(bin string) time.Duration {
+		w := newWorld(b)
+		cmd := exec.Command(bin, "daemon")
+		cmd.Env = w.env()
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		sock := filepath.Join(w.run, "system.sock")
+		for {
+			if c, err := net.Dial("unix", sock); err == nil {
+				c.Write([]byte(`{"op":"ping"}` + "\n"))
+				buf := make([]byte, 512)
+				n, _ := c.Read(buf)
+				c.Close()
+				if strings.Contains(string(buf[:n]), "pong") {
+					break
+				}
+			}
+			if time.Since(t0) > 10*time.Second {
+				b.Fatal("no pong")
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		took := time.Since(t0)
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		return took
+	}
+	var ctxHelp, tshHelp, ctxReady, ctxdReady time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ctxHelp += help(binDir + "/ctx")
+		tshHelp += help(binDir + "/tsh")
+		ctxReady += ready(binDir + "/ctx")
+		ctxdReady += ready(binDir + "/ctxd")
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(ctxHelp.Microseconds())/n/1000, "ctx-help-ms")
+	b.ReportMetric(float64(tshHelp.Microseconds())/n/1000, "tsh-help-ms")
+	b.ReportMetric(float64(ctxHelp)/float64(tshHelp), "ctx/tsh")
+	b.ReportMetric(float64(ctxReady.Microseconds())/n/1000, "ctx-daemon-ms")
+	b.ReportMetric(float64(ctxdReady.Microseconds())/n/1000, "ctxd-daemon-ms")
+	b.ReportMetric(float64(ctxReady)/float64(ctxdReady), "ctx/ctxd")
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 )
@@ -103,6 +104,10 @@ func TestToolTreeView(t *testing.T) {
 		os.MkdirAll(filepath.Join(sys, name+".d", "sub"), 0o755)
 		os.WriteFile(filepath.Join(sys, name+".d", "tool.json"), []byte("{}"), 0o644)
 		os.Symlink("../tool.json", filepath.Join(sys, name+".d", "sub", "link"))
+		// An hour old: a change made now has another mtime, whatever the
+		// clock's granularity.
+		old := time.Now().Add(-time.Hour)
+		os.Chtimes(filepath.Join(sys, name+".d"), old, old)
 	}
 	os.WriteFile(filepath.Join(sys, "denied"), []byte("#!/bin/sh\n"), 0o755)
 	allow := func(n int) {
@@ -156,6 +161,15 @@ func TestToolTreeView(t *testing.T) {
 	s2 := spec()
 	if slices.Equal(s2.Mounts, s.Mounts) {
 		t.Error("a reinstalled tool kept the old tree")
+	}
+	// A file added to a tool's .d/ (its policy, say): at once.
+	os.WriteFile(filepath.Join(sys, "t01.d", "added"), []byte("x"), 0o644)
+	for _, m := range spec().Mounts {
+		if m.Dst == "/ctx/tool" {
+			if _, err := os.Lstat(filepath.Join(m.Src, "t01.d", "added")); err != nil {
+				t.Error("a file added to a .d/ is not in the tree")
+			}
+		}
 	}
 	// A changed verdict: another tree without the tools now denied.
 	allow(10)

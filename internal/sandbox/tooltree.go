@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -59,7 +60,92 @@ type treeEntry struct {
 
 // toolTree returns the tree of host showing names (each a regular file in
 // host, allowed by policy), making it when it does not exist yet.
+//
+// Naming a tree reads every entry of every <name>.d/; a view reuses the
+// tree found for the same quick key (each name's file and its .d/
+// directory: identity and mtime) for treeRecheck before reading them all
+// again, so a call pays one lstat per tool and per .d/. What the quick key
+// sees (a tool or its .d/ replaced, a file made, removed or renamed in the
+// .d/ itself — its tool.json, its policy) makes another tree at once; a
+// change deeper inside a .d/ shows within treeRecheck.
 func toolTree(host string, names []string) (string, error) {
+	qk, qerr := quickKey(host, names)
+	if qerr == nil {
+		if dir, ok := treeCache.get(qk); ok {
+			return dir, nil
+		}
+	}
+	dir, err := makeTree(host, names)
+	if err == nil && qerr == nil {
+		treeCache.put(qk, dir)
+	}
+	return dir, err
+}
+
+// treeRecheck is how long a quick key's tree is reused without reading
+// every entry of the .d/ directories again.
+const treeRecheck = 2 * time.Second
+
+// treeCache maps quick keys to the tree last made or found for them.
+var treeCache = &quickTrees{m: map[string]quickTree{}}
+
+type quickTrees struct {
+	mu sync.Mutex
+	m  map[string]quickTree
+}
+
+type quickTree struct {
+	dir string
+	at  time.Time
+}
+
+func (q *quickTrees) get(k string) (string, bool) {
+	q.mu.Lock()
+	t, ok := q.m[k]
+	q.mu.Unlock()
+	if !ok || time.Since(t.at) > treeRecheck {
+		return "", false
+	}
+	if st, err := os.Lstat(t.dir); err != nil || !st.IsDir() {
+		return "", false // pruned meanwhile
+	}
+	return t.dir, true
+}
+
+func (q *quickTrees) put(k, dir string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.m) >= 1024 {
+		clear(q.m) // a cache, not a record: start again
+	}
+	q.m[k] = quickTree{dir, time.Now()}
+}
+
+// quickKey names what a tree holds as far as one lstat of each tool and
+// of its .d/ tells.
+func quickKey(host string, names []string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q\n", host)
+	for _, n := range names {
+		for _, rel := range []string{n, n + ".d"} {
+			var st syscall.Stat_t
+			err := syscall.Lstat(filepath.Join(host, rel), &st)
+			switch {
+			case err == nil:
+				fmt.Fprintf(h, "%q %o %d:%d:%d:%d.%d:%d:%d\n", rel, st.Mode, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Uid, st.Gid)
+			case errors.Is(err, syscall.ENOENT):
+				fmt.Fprintf(h, "%q -\n", rel)
+			default:
+				return "", err
+			}
+		}
+	}
+	return string(h.Sum(nil)), nil
+}
+
+// makeTree names the tree of names by everything it holds and returns it,
+// made now when it does not exist yet.
+func makeTree(host string, names []string) (string, error) {
 	ents, err := scanTree(host, names)
 	if err != nil {
 		return "", err
