@@ -8,8 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/ident"
 
 	"github.com/cortexfs/ctx/internal/jsonobj"
 	"github.com/cortexfs/ctx/internal/layout"
@@ -68,7 +69,7 @@ const (
 	DecisionDeny      = "deny"
 )
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+var idFirst, idRest = ident.NewClass("A-Za-z0-9"), ident.NewClass("A-Za-z0-9._:-") // [A-Za-z0-9][A-Za-z0-9._:-]{0,127}
 
 // ErrBadRequest and ErrTooLarge classify parse failures.
 var (
@@ -78,7 +79,7 @@ var (
 
 // CheckID validates a request, run or call id.
 func CheckID(what, id string) error {
-	if !idRE.MatchString(id) {
+	if !ident.Valid(id, idFirst, idRest, 127) {
 		return fmt.Errorf("%s %q: must match [A-Za-z0-9][A-Za-z0-9._:-]{0,127}: %w", what, id, ErrBadRequest)
 	}
 	return nil

@@ -5,12 +5,13 @@ package layout
 import (
 	"errors"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/pathin"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"syscall"
+
+	"github.com/cortexfs/ctx/internal/ident"
+	"github.com/cortexfs/ctx/internal/pathin"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,12 +19,12 @@ import (
 // ErrBadName is wrapped by every name-validation error.
 var ErrBadName = errors.New("bad name")
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var nameFirst, nameRest = ident.NewClass("A-Za-z0-9"), ident.NewClass("A-Za-z0-9._-") // [A-Za-z0-9][A-Za-z0-9._-]{0,63}
 
 // CheckName validates an agent, session or tool name: [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
 // Nothing that passes can escape its directory ("." and ".." cannot start a name).
 func CheckName(kind, name string) error {
-	if !nameRE.MatchString(name) {
+	if !ident.Valid(name, nameFirst, nameRest, 63) {
 		return fmt.Errorf("%s name %q: must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}: %w", kind, name, ErrBadName)
 	}
 	return nil

@@ -22,10 +22,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/ident"
 
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/pathin"
@@ -88,14 +89,17 @@ type Server struct {
 }
 
 var (
-	nameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
-	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	nameFirst, nameRest       = ident.NewClass("A-Za-z0-9"), ident.NewClass("A-Za-z0-9_-") // [A-Za-z0-9][A-Za-z0-9_-]{0,31}
+	envNameFirst, envNameRest = ident.NewClass("A-Za-z_"), ident.NewClass("A-Za-z0-9_")    // [A-Za-z_][A-Za-z0-9_]{0,127}
 )
+
+// envName reports whether k is an environment variable name ctx passes.
+func envName(k string) bool { return ident.Valid(k, envNameFirst, envNameRest, 127) }
 
 // CheckName validates a server name: [A-Za-z0-9][A-Za-z0-9_-]{0,31}, no
 // dot (a tool is addressed as NAME.TOOL and split at the first dot).
 func CheckName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !ident.Valid(name, nameFirst, nameRest, 31) {
 		return fmt.Errorf("MCP server name %q: must match [A-Za-z0-9][A-Za-z0-9_-]{0,31}: %w", name, ErrInvalid)
 	}
 	return nil
@@ -165,7 +169,7 @@ func (s *Server) Validate(name string) error {
 	}
 	seen := map[string]bool{}
 	for _, e := range s.Env {
-		if !envNameRE.MatchString(e) || seen[e] {
+		if !envName(e) || seen[e] {
 			return bad("env name %q: invalid or repeated", e)
 		}
 		seen[e] = true
@@ -296,7 +300,7 @@ func ParseEnv(data []byte) (map[string]string, error) {
 			continue
 		}
 		k, v, ok := strings.Cut(line, "=")
-		if !ok || !envNameRE.MatchString(k) || strings.ContainsAny(v, "\x00\r") {
+		if !ok || !envName(k) || strings.ContainsAny(v, "\x00\r") {
 			return nil, fmt.Errorf("env file line %d: want KEY=VALUE: %w", i+1, ErrInvalid)
 		}
 		env[k] = v
@@ -308,7 +312,7 @@ func ParseEnv(data []byte) (map[string]string, error) {
 func FormatEnv(env map[string]string) ([]byte, error) {
 	keys := make([]string, 0, len(env))
 	for k, v := range env {
-		if !envNameRE.MatchString(k) || strings.ContainsAny(v, "\x00\r\n") {
+		if !envName(k) || strings.ContainsAny(v, "\x00\r\n") {
 			return nil, fmt.Errorf("env %s: invalid name or a newline, CR or NUL in the value: %w", k, ErrInvalid)
 		}
 		keys = append(keys, k)
@@ -323,7 +327,7 @@ func FormatEnv(env map[string]string) ([]byte, error) {
 
 // CheckEnvName validates a variable name given with --env.
 func CheckEnvName(k string) error {
-	if !envNameRE.MatchString(k) {
+	if !envName(k) {
 		return fmt.Errorf("env name %q: want [A-Za-z_][A-Za-z0-9_]*: %w", k, ErrInvalid)
 	}
 	return nil

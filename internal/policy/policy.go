@@ -42,12 +42,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/fileerr"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/fileerr"
+	"github.com/cortexfs/ctx/internal/ident"
 
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/safefs"
@@ -264,11 +265,11 @@ func DecideFiles(agentPolicyPath, toolPolicyPath, toolName, agentLabel string) D
 	return Decide(ap, tp, toolName, agentLabel)
 }
 
-// mcpToolRE is an MCP tool name (the part after SERVER.).
-var mcpToolRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+// mcpToolFirst, mcpToolRest: an MCP tool name (the part after SERVER.).
+var mcpToolFirst, mcpToolRest = ident.NewClass("A-Za-z0-9_"), ident.NewClass("A-Za-z0-9._-") // [A-Za-z0-9_][A-Za-z0-9._-]{0,127}
 
-// mcpServerRE is an MCP server name (internal/mcpconf.CheckName).
-var mcpServerRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
+// mcpServerFirst, mcpServerRest: an MCP server name (internal/mcpconf.CheckName).
+var mcpServerFirst, mcpServerRest = ident.NewClass("A-Za-z0-9"), ident.NewClass("A-Za-z0-9_-") // [A-Za-z0-9][A-Za-z0-9_-]{0,31}
 
 // checkPattern validates a rule's NAME or LABEL other than '*'. A tool rule
 // also takes SERVER.TOOL and SERVER.*.
@@ -277,7 +278,7 @@ func checkPattern(subject, p string) error {
 	if err == nil || subject != "tool" {
 		return err
 	}
-	if server, tool, ok := strings.Cut(p, "."); ok && mcpServerRE.MatchString(server) && (tool == "*" || mcpToolRE.MatchString(tool)) {
+	if server, tool, ok := strings.Cut(p, "."); ok && ident.Valid(server, mcpServerFirst, mcpServerRest, 31) && (tool == "*" || ident.Valid(tool, mcpToolFirst, mcpToolRest, 127)) {
 		return nil
 	}
 	return fmt.Errorf("%w (or SERVER.TOOL, SERVER.* for an MCP server's tools)", err)
