@@ -4,7 +4,7 @@ export CGO_ENABLED := 0
 PKGS    := ./cmd/ctx ./cmd/ctxd ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./cmd/ctxtools ./examples/demo-agent ./examples/fixer-agent
 PREFIX  ?= /usr/local
 
-.PHONY: build install test test-short test-systemd vet demo bench bench-scale fuzz fuzz-keep chaos clean
+.PHONY: build install test test-short test-systemd vet demo bench bench-peers bench-scale fuzz fuzz-keep chaos clean
 
 BINDIR  ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/user
@@ -57,14 +57,26 @@ demo: build
 	@bash scripts/deps.sh demo
 	bash examples/demo.sh
 
-# Benchmarks compare against a baseline in the same run; see README "Performance".
+# Benchmarks compare against a baseline in the same run; see docs/performance.md.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./e2e/ ./internal/store/
+
+# ctx's tool call against its peers' sandboxes (e2e BenchmarkPeers): installs
+# Anthropic's sandbox runtime and Codex, pinned, from the npm registry into
+# .cache/peers (and socat, which srt needs). Not part of CI.
+PEERS_DIR ?= $(CURDIR)/.cache/peers
+SRT_VERSION ?= 0.0.83
+CODEX_VERSION ?= 0.171.0
+bench-peers: build
+	@command -v socat >/dev/null || { apt-get update && apt-get install -y socat; }
+	mkdir -p $(PEERS_DIR)
+	cd $(PEERS_DIR) && npm install --no-audit --no-fund --no-save @anthropic-ai/sandbox-runtime@$(SRT_VERSION) @openai/codex@$(CODEX_VERSION)
+	CTX_BENCH_PEERS=$(PEERS_DIR) $(GO) test -run '^$$' -bench '^BenchmarkPeers$$' -benchtime 20x ./e2e/
 
 # The scale benchmark (e2e TestBenchScale, gated by CTX_BENCH_SCALE):
 # SCALE_SESSIONS sessions created then idle → RSS and descriptors after
 # passivation, resume passivated vs live, sends/s to 100 concurrent
-# sessions vs the minimal launcher. See README "Performance".
+# sessions vs the minimal launcher. See docs/performance.md.
 SCALE_SESSIONS ?= 10000
 bench-scale: build
 	CTX_BENCH_SCALE=1 CTX_BENCH_SCALE_N=$(SCALE_SESSIONS) $(GO) test -count=1 -timeout 60m -run '^TestBenchScale$$' -v ./e2e/
