@@ -187,12 +187,33 @@ func (g *Group) Place(pid int) error {
 	}
 	// bwrap may already have cloned its PID 1 (held on --block-fd, not yet
 	// running anything): it joins too. Anything it clones later inherits.
-	for _, d := range killtree.Descendants(pid) {
+	ds := killtree.Descendants(pid)
+	if _, rlimits := g.m.b.(*rlimitOnly); rlimits {
+		// An rlimit is copied when a process is cloned, not serialised
+		// with the clone as a cgroup move is: a child whose clone began
+		// before bwrap's prlimit and is not listed yet would run
+		// unlimited. bwrap always clones its sandbox's PID 1, which waits
+		// on --block-fd: wait until it is listed, then limit it too.
+		ds = awaitChild(pid, time.Second)
+	}
+	for _, d := range ds {
 		if err := g.m.b.place(g.name, g.lim, d); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("cgroup %s (%s): pid %d: %w", g.name, g.m.b.mode(), d, err)
 		}
 	}
 	return nil
+}
+
+// awaitChild polls pid's descendants until it has one (or wait passed).
+func awaitChild(pid int, wait time.Duration) []int {
+	deadline := time.Now().Add(wait)
+	for {
+		ds := killtree.Descendants(pid)
+		if len(ds) > 0 || time.Now().After(deadline) {
+			return ds
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // Close ends the group: no process joins any more; what is still inside
