@@ -34,6 +34,10 @@ type Registry struct {
 	held map[phKey]*placeholder
 	// pins: per run, the placeholders it holds until EndRun.
 	pins map[string]map[phKey]*placeholder
+	// ended: the runs EndRun saw last (a sandbox of the run still being
+	// built then pins nothing: no one would unpin it), oldest first.
+	ended     map[string]bool
+	endedFIFO []string
 	// dirs holds one descriptor per directory with placeholders, shared by
 	// them: a sandbox holds one descriptor per workspace, not one per
 	// protected name (descriptors independent of the load).
@@ -85,8 +89,8 @@ func (r *Registry) AcquireFor(run string, top *os.File, rel string, isDir bool) 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.held[k]
-	if p == nil || r.pins[run][k] == p {
-		return f, ph, release, nil // pinned already (or gone meanwhile)
+	if p == nil || r.pins[run][k] == p || r.ended[run] {
+		return f, ph, release, nil // pinned already, gone meanwhile, or the run is over
 	}
 	if r.pins[run] == nil {
 		r.pins[run] = map[phKey]*placeholder{}
@@ -97,7 +101,8 @@ func (r *Registry) AcquireFor(run string, top *os.File, rel string, isDir bool) 
 }
 
 // EndRun drops run's pins: each placeholder no sandbox uses any more is
-// removed now.
+// removed now. A sandbox of the run built after it (one whose start was
+// under way) pins nothing: its placeholders go with it.
 func (r *Registry) EndRun(run string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -107,7 +112,22 @@ func (r *Registry) EndRun(run string) {
 		}
 	}
 	delete(r.pins, run)
+	if r.ended == nil {
+		r.ended = map[string]bool{}
+	}
+	if !r.ended[run] {
+		r.ended[run] = true
+		r.endedFIFO = append(r.endedFIFO, run)
+		if len(r.endedFIFO) > maxEnded {
+			delete(r.ended, r.endedFIFO[0])
+			r.endedFIFO = r.endedFIFO[1:]
+		}
+	}
 }
+
+// maxEnded bounds the ended runs remembered: far more than can have a
+// sandbox still being built when they end.
+const maxEnded = 4096
 
 // Signature modes of placeholders (Registry).
 const (

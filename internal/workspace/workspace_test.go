@@ -278,6 +278,12 @@ func TestPlaceholdersPinnedByRun(t *testing.T) {
 		t.Error("the placeholder stayed after its last use")
 	}
 	r.EndRun("run-1") // twice: nothing more
+	// A sandbox of run-1 built after its end (its start was under way)
+	// pins nothing: its placeholder goes with it.
+	use("run-1", ".idea")()
+	if ino(".idea") != 0 {
+		t.Error("a run that ended pinned a placeholder")
+	}
 }
 
 // What a run changed that runs code on the host.
