@@ -36,23 +36,16 @@ func NewMarkdown(width int) (*Markdown, error) {
 	return &Markdown{width: width, p: goldmark.DefaultParser()}, nil
 }
 
-// The styles, as SGR pairs whose "off" undoes only what "on" set, so they
-// nest (bold inside a link, code inside a heading).
+// The styles (sgrStyle, view.go), whose "off" undoes only what "on" set,
+// so they nest (bold inside a link, code inside a heading).
 var (
-	mdBold      = [2]string{"\x1b[1m", "\x1b[22m"}
-	mdItalic    = [2]string{"\x1b[3m", "\x1b[23m"}
-	mdUnderline = [2]string{"\x1b[4m", "\x1b[24m"}
-	mdFaint     = [2]string{"\x1b[2m", "\x1b[22m"}
-	mdCode      = [2]string{"\x1b[36m", "\x1b[39m"} // cyan: the terminal's palette decides the shade
-	mdHeading   = [2]string{"\x1b[1;35m", "\x1b[22;39m"}
+	mdBold      = styleBold
+	mdItalic    = sgrStyle{"3", "23"}
+	mdUnderline = sgrStyle{"4", "24"}
+	mdFaint     = styleFaint
+	mdCode      = sgrStyle{"36", "39"} // cyan: the terminal's palette decides the shade
+	mdHeading   = sgrStyle{"1;35", "22;39"}
 )
-
-func styled(st [2]string, s string) string {
-	if s == "" {
-		return ""
-	}
-	return st[0] + s + st[1]
-}
 
 // margin is the left margin of every rendered line.
 const margin = "  "
@@ -122,14 +115,14 @@ func (r *mdRender) block(n ast.Node, width int) []string {
 	width = max(width, 10)
 	switch n := n.(type) {
 	case *ast.Heading:
-		return wrap(styled(mdHeading, r.inline(n)), width)
+		return wrap(mdHeading.Render(r.inline(n)), width)
 	case *ast.Paragraph, *ast.TextBlock:
 		if table := r.table(n); table != nil {
 			return table
 		}
 		return wrap(r.inline(n), width)
 	case *ast.ThematicBreak:
-		return []string{styled(mdFaint, strings.Repeat("─", min(width, 40)))}
+		return []string{mdFaint.Render(strings.Repeat("─", min(width, 40)))}
 	case *ast.FencedCodeBlock, *ast.CodeBlock, *ast.HTMLBlock:
 		// As written, never wrapped: indentation is meaning in code.
 		var out []string
@@ -140,7 +133,7 @@ func (r *mdRender) block(n ast.Node, width int) []string {
 				out = append(out, l)
 				continue
 			}
-			out = append(out, margin+styled(mdCode, l))
+			out = append(out, margin+mdCode.Render(l))
 		}
 		if h, ok := n.(*ast.HTMLBlock); ok && h.HasClosure() {
 			out = append(out, strings.TrimRight(string(h.ClosureLine.Value(r.src)), "\r\n"))
@@ -149,7 +142,7 @@ func (r *mdRender) block(n ast.Node, width int) []string {
 	case *ast.Blockquote:
 		inner := r.children(n, width-2)
 		for i, l := range inner {
-			inner[i] = styled(mdFaint, "│") + " " + l
+			inner[i] = mdFaint.Render("│") + " " + l
 		}
 		return inner
 	case *ast.List:
@@ -229,23 +222,23 @@ func (r *mdRender) inline(n ast.Node) string {
 					code.Write(s.Value)
 				}
 			}
-			b.WriteString(styled(mdCode, code.String()))
+			b.WriteString(mdCode.Render(code.String()))
 		case *ast.Emphasis:
 			st := mdItalic
 			if c.Level >= 2 {
 				st = mdBold
 			}
-			b.WriteString(styled(st, r.inline(c)))
+			b.WriteString(st.Render(r.inline(c)))
 		case *ast.Link:
 			label := r.inline(c)
-			b.WriteString(styled(mdUnderline, label))
+			b.WriteString(mdUnderline.Render(label))
 			if dest := string(c.Destination); dest != "" && dest != plainText(label) {
-				b.WriteString(" " + styled(mdFaint, dest))
+				b.WriteString(" " + mdFaint.Render(dest))
 			}
 		case *ast.AutoLink:
-			b.WriteString(styled(mdUnderline, string(c.URL(r.src))))
+			b.WriteString(mdUnderline.Render(string(c.URL(r.src))))
 		case *ast.Image:
-			b.WriteString(styled(mdFaint, "[image: "+r.inline(c)+"] "+string(c.Destination)))
+			b.WriteString(mdFaint.Render("[image: " + r.inline(c) + "] " + string(c.Destination)))
 		case *ast.RawHTML:
 			for i := 0; i < c.Segments.Len(); i++ {
 				seg := c.Segments.At(i)

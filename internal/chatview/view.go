@@ -24,7 +24,6 @@ import (
 	"strings"
 	"time"
 
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/cortexfs/ctx/internal/sessions"
@@ -50,12 +49,26 @@ const TickEvery = 100 * time.Millisecond
 
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
+// sgrStyle is one SGR style: the codes that turn it on and off. The
+// terminal's 16 colours only, so its own palette (light or dark) decides
+// the shades — and no styling library's start-up on every ctx command.
+type sgrStyle struct{ on, off string }
+
+// Render styles s (one line).
+func (st sgrStyle) Render(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "\x1b[" + st.on + "m" + s + "\x1b[" + st.off + "m"
+}
+
 var (
-	styleOK     = lipgloss.NewStyle().Foreground(lipgloss.Color("2"))
-	styleErr    = lipgloss.NewStyle().Foreground(lipgloss.Color("1"))
-	styleDenied = lipgloss.NewStyle().Foreground(lipgloss.Color("3"))
-	styleFaint  = lipgloss.NewStyle().Faint(true)
-	styleSpin   = lipgloss.NewStyle().Foreground(lipgloss.Color("6"))
+	styleOK     = sgrStyle{"32", "39"}
+	styleErr    = sgrStyle{"31", "39"}
+	styleDenied = sgrStyle{"33", "39"}
+	styleFaint  = sgrStyle{"2", "22"}
+	styleSpin   = sgrStyle{"36", "39"}
+	styleBold   = sgrStyle{"1", "22"}
 )
 
 // View renders one conversation's runs.
@@ -348,10 +361,7 @@ func Duration(d time.Duration) string {
 // removed red, hunk headers cyan, file headers bold.
 func Colorize(diff string) string {
 	lines := strings.Split(diff, "\n")
-	add := lipgloss.NewStyle().Foreground(lipgloss.Color("2"))
-	del := lipgloss.NewStyle().Foreground(lipgloss.Color("1"))
-	hunk := lipgloss.NewStyle().Foreground(lipgloss.Color("6"))
-	head := lipgloss.NewStyle().Bold(true)
+	add, del, hunk, head := styleOK, styleErr, styleSpin, styleBold
 	for i, l := range lines {
 		l = sessions.Clean(l)
 		switch {
