@@ -13,6 +13,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/cli"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/version"
 )
 
 func main() {
@@ -28,7 +29,7 @@ func run() int {
 	var c cli.CLI
 	parser, err := kong.New(&c, kong.Name("ctx"),
 		kong.Description("CortexFS agent runtime: durable sessions, sandboxed tools, a terminal into the agent's shell."),
-		kong.UsageOnError())
+		kong.UsageOnError(), kong.Vars{"version": "ctx " + version.Version})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ctx:", err)
 		return cli.ExitUsage

@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/alecthomas/kong"
+
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/internal/exitcode"
@@ -80,18 +82,19 @@ func connect(env *Env, agent string) (*client.Conn, error) {
 
 // CLI is the kong model.
 type CLI struct {
-	Init     InitCmd     `cmd:"" help:"Create CTX_ROOT and install tsh and ctxterm under it. Example: ctx init"`
-	Daemon   DaemonCmd   `cmd:"" help:"Run the per-user daemon in the foreground. Example: ctx daemon"`
-	Agent    AgentCmd    `cmd:"" help:"Manage agents and talk to them. Example: ctx agent send demo hello"`
-	Acp      AcpCmd      `cmd:"" name:"acp" help:"Serve an agent over the Agent Client Protocol on stdin/stdout, for an editor. Example: ctx acp demo"`
-	Mcp      McpCmd      `cmd:"" name:"mcp" help:"MCP servers as tsh tools (SERVER.TOOL). Example: ctx mcp add fs -- mcp-server-filesystem /workspace"`
-	Terminal TerminalCmd `cmd:"" help:"Terminal resources of agent sessions. Example: ctx terminal status demo"`
-	Doctor   DoctorCmd   `cmd:"" help:"Check that this machine can run ctx safely; name the fix for each failure. Example: ctx doctor"`
-	Logs     LogsCmd     `cmd:"" help:"Print the daemon's log (the journal when the systemd unit runs it). Example: ctx logs -f"`
-	Ps       PsCmd       `cmd:"" help:"What is running now: active runs across agents and live terminals. Example: ctx ps"`
-	Units    UnitsCmd    `cmd:"" name:"install-units" help:"Write the systemd user units (socket activation). Example: ctx install-units"`
-	Compl    ComplCmd    `cmd:"" name:"completion" help:"Print a shell completion script. Example: source <(ctx completion bash)"`
-	Cands    CandsCmd    `cmd:"" name:"__complete" hidden:"" help:"Completion candidates for the shell scripts."`
+	Version  kong.VersionFlag `help:"Print ctx's version and exit." short:"V"`
+	Init     InitCmd          `cmd:"" help:"Create CTX_ROOT and install tsh and ctxterm under it. Example: ctx init"`
+	Daemon   DaemonCmd        `cmd:"" help:"Run the per-user daemon in the foreground. Example: ctx daemon"`
+	Agent    AgentCmd         `cmd:"" help:"Manage agents and talk to them. Example: ctx agent send demo hello"`
+	Acp      AcpCmd           `cmd:"" name:"acp" help:"Serve an agent over the Agent Client Protocol on stdin/stdout, for an editor. Example: ctx acp demo"`
+	Mcp      McpCmd           `cmd:"" name:"mcp" help:"MCP servers as tsh tools (SERVER.TOOL). Example: ctx mcp add fs -- mcp-server-filesystem /workspace"`
+	Terminal TerminalCmd      `cmd:"" help:"Terminal resources of agent sessions. Example: ctx terminal status demo"`
+	Doctor   DoctorCmd        `cmd:"" help:"Check that this machine can run ctx safely; name the fix for each failure. Example: ctx doctor"`
+	Logs     LogsCmd          `cmd:"" help:"Print the daemon's log (the journal when the systemd unit runs it). Example: ctx logs -f"`
+	Ps       PsCmd            `cmd:"" help:"What is running now: active runs across agents and live terminals. Example: ctx ps"`
+	Units    UnitsCmd         `cmd:"" name:"install-units" help:"Write the systemd user units (socket activation). Example: ctx install-units"`
+	Compl    ComplCmd         `cmd:"" name:"completion" help:"Print a shell completion script. Example: source <(ctx completion bash)"`
+	Cands    CandsCmd         `cmd:"" name:"__complete" hidden:"" help:"Completion candidates for the shell scripts."`
 }
 
 // AgentCmd groups the agent commands. spec: S2 — chat (send, chat, resume,

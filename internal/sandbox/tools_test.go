@@ -195,3 +195,34 @@ func TestToolTreeView(t *testing.T) {
 		t.Errorf("%d tool mounts, want 1", n)
 	}
 }
+
+// TestToolTreeFallsBack: where a tree cannot be made (here .views/ is a
+// file), a tool call's view shows the directory bind by bind, exactly as
+// the terminal's: never nothing, never the whole directory. spec: V3
+func TestToolTreeFallsBack(t *testing.T) {
+	v := view(t)
+	l := v.Layout
+	v.Def.Control = l.AgentControl("a")
+	os.MkdirAll(v.Def.Control, 0o755)
+	sys := l.ToolDir()
+	os.MkdirAll(sys, 0o755)
+	os.WriteFile(filepath.Join(sys, "ok"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(sys, "no"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(sys, treesDir), []byte("in the way"), 0o644)
+	os.WriteFile(filepath.Join(v.Def.Control, "policy"), []byte("allow tool ok\n"), 0o644)
+	v.Def.CTXPath = "/ctx/tool"
+	v.Tools = CallTools
+	a, err := argsOf(v.Spec([]string{"/x"}, v.ToolEnv()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := strings.Join(a, " ")
+	for _, want := range []string{"--tmpfs /ctx/tool", "--ro-bind " + sys + "/ok /ctx/tool/ok", "--remount-ro /ctx/tool"} {
+		if !strings.Contains(j, want) {
+			t.Errorf("missing %q in\n%s", want, j)
+		}
+	}
+	if strings.Contains(j, "/ctx/tool/no") || strings.Contains(j, "--ro-bind "+sys+" /ctx/tool") {
+		t.Errorf("the fallback shows a denied tool or the whole directory:\n%s", j)
+	}
+}
