@@ -217,8 +217,23 @@ func Get(l layout.Layout, name, control string) ([]byte, error) {
 	if _, err := os.Lstat(l.AgentObject(name)); err != nil {
 		return nil, fmt.Errorf("agent %q: %w", name, ErrNoSuchAgent)
 	}
-	return ReadControl(filepath.Join(l.AgentControl(name), control))
+	b, err := ReadControl(filepath.Join(l.AgentControl(name), control))
+	if errors.Is(err, fs.ErrNotExist) {
+		// An absent control file means its default, which Load uses: say
+		// that, not the file's absence.
+		switch control {
+		case "approval":
+			return []byte("auto\n"), nil
+		case "path":
+			return []byte(l.DefaultCTXPath() + "\n"), nil
+		}
+		return nil, fmt.Errorf("agent %q has no .d/%s (not set; `ctx agent set %s %s VALUE` sets it): %w", name, control, name, control, ErrNotSet)
+	}
+	return b, err
 }
+
+// ErrNotSet: a control file that is absent and has no default.
+var ErrNotSet = errors.New("not set")
 
 func checkControlName(control string) error {
 	for _, c := range Controls {

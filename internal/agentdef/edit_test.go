@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -223,6 +224,16 @@ func TestGet(t *testing.T) {
 	}
 	if _, err := Get(l, "nope", "env"); !errors.Is(err, ErrNoSuchAgent) {
 		t.Fatalf("missing agent: %v", err)
+	}
+	// Absent: the default Load uses, else "not set" naming the fix.
+	if b, err := Get(l, "a", "approval"); err != nil || string(b) != "auto\n" {
+		t.Errorf("absent approval: %q %v, want the default auto", b, err)
+	}
+	if b, err := Get(l, "a", "path"); err != nil || string(b) != l.DefaultCTXPath()+"\n" {
+		t.Errorf("absent path: %q %v, want the default CTX_PATH", b, err)
+	}
+	if _, err := Get(l, "a", "label"); !errors.Is(err, ErrNotSet) || !strings.Contains(err.Error(), "ctx agent set a label") {
+		t.Errorf("absent label: %v", err)
 	}
 }
 
