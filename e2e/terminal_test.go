@@ -609,3 +609,16 @@ func TestTerminalAgentUpdate(t *testing.T) {
 		t.Errorf("the pinned control socket path is not the link to control/control.sock: %q %v", target, err)
 	}
 }
+
+// TestAttachNoSuchAgent: attach and watch to an agent that does not exist,
+// with nothing answering, say "no such agent" and exit 2 (usage), not
+// which sockets were tried with exit 3 (the daemon unavailable).
+func TestAttachNoSuchAgent(t *testing.T) {
+	w := newWorld(t)
+	for _, cmd := range []string{"attach", "watch"} {
+		r := w.ctx("", "", "agent", cmd, "nosuch")
+		if r.code != 2 || !strings.Contains(r.stderr, `no such agent "nosuch"`) || strings.Contains(r.stderr, ".sock") {
+			t.Errorf("%s nosuch: exit %d, %q", cmd, r.code, r.stderr)
+		}
+	}
+}

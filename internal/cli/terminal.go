@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -268,6 +269,12 @@ func join(env *Env, agent, session string, mode ctxterm.Mode) error {
 		}
 		fmt.Fprintf(env.Stderr, "\r\n[the terminal of %s/%s exited with status %d]\r\n", agent, session, status)
 		return nil
+	}
+	if _, err := os.Lstat(l.AgentObject(agent)); errors.Is(err, fs.ErrNotExist) {
+		// Nothing answers and there is no such agent: say so, not which
+		// sockets were tried (a removed agent's live terminal still
+		// answers above).
+		return Exit(ExitUsage, fmt.Errorf("no such agent %q (ctx agent list shows them)", agent))
 	}
 	return Exit(ExitUnavailable, fmt.Errorf("terminal socket unavailable for %s/%s: nothing answers at %s or %s (start it with: ctx agent start %s --session %s): %w",
 		agent, session, paths[0], paths[1], agent, session, errors.Join(errs...)))
