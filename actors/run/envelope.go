@@ -26,6 +26,7 @@ import (
 // envelopeEngine is the sdk-envelope-v1 engine: one agent process per
 // step, one envelope on its stdin, its JSONL lines read back (X2–X9).
 type envelopeEngine struct {
+	hooks     // halt, concluding, end: the run ends the step's process with its others (end.go)
 	r         *Actor
 	step      int
 	gen       int        // current step generation
@@ -58,11 +59,6 @@ func (e *envelopeEngine) toolResult(c actor.Context, r *tool.Result) {
 	e.step++
 	e.startStep(c)
 }
-
-// The run ends the step's process with its others (end.go).
-func (e *envelopeEngine) halt()                            {}
-func (e *envelopeEngine) concluding(actor.Context, string) {}
-func (e *envelopeEngine) end()                             {}
 
 // startStep starts the next SDK process with the envelope on its stdin.
 // In phase running only.

@@ -39,6 +39,7 @@ const (
 // and every candidate (W6, W8): the prompt from the sources read at the
 // run's start, the tool context as it is now, and this run's own turns.
 type modelEngine struct {
+	hooks   // concluding, end: the run ends the tool call in flight (calls.go); a model has no process
 	r       *Actor
 	derr    error // why the run has no dispatcher (model_unavailable)
 	disp    *provider.Dispatcher
@@ -125,10 +126,6 @@ func (m *modelEngine) halt() {
 		m.cancel()
 	}
 }
-
-// The run ends the tool call in flight (calls.go); a model has no process.
-func (m *modelEngine) concluding(actor.Context, string) {}
-func (m *modelEngine) end()                             {}
 
 // request converts one rendered message array into a provider request.
 func request(msgs []prompt.Message) provider.Request {

@@ -92,12 +92,7 @@ func TestToolView(t *testing.T) {
 // their .d/ — and the same tree again while nothing changed; a tool
 // installed again, or a changed verdict, makes another tree. spec: V3
 func TestToolTreeView(t *testing.T) {
-	v := view(t)
-	l := v.Layout
-	v.Def.Control = l.AgentControl("a")
-	os.MkdirAll(v.Def.Control, 0o755)
-	sys := l.ToolDir()
-	os.MkdirAll(sys, 0o755)
+	v, sys := toolView(t)
 	for i := range 20 {
 		name := fmt.Sprintf("t%02d", i)
 		os.WriteFile(filepath.Join(sys, name), []byte("#!/bin/sh\n"), 0o755)
@@ -200,12 +195,7 @@ func TestToolTreeView(t *testing.T) {
 // file), a tool call's view shows the directory bind by bind, exactly as
 // the terminal's: never nothing, never the whole directory. spec: V3
 func TestToolTreeFallsBack(t *testing.T) {
-	v := view(t)
-	l := v.Layout
-	v.Def.Control = l.AgentControl("a")
-	os.MkdirAll(v.Def.Control, 0o755)
-	sys := l.ToolDir()
-	os.MkdirAll(sys, 0o755)
+	v, sys := toolView(t)
 	os.WriteFile(filepath.Join(sys, "ok"), []byte("#!/bin/sh\n"), 0o755)
 	os.WriteFile(filepath.Join(sys, "no"), []byte("#!/bin/sh\n"), 0o755)
 	os.WriteFile(filepath.Join(sys, treesDir), []byte("in the way"), 0o644)
@@ -225,4 +215,16 @@ func TestToolTreeFallsBack(t *testing.T) {
 	if strings.Contains(j, "/ctx/tool/no") || strings.Contains(j, "--ro-bind "+sys+" /ctx/tool") {
 		t.Errorf("the fallback shows a denied tool or the whole directory:\n%s", j)
 	}
+}
+
+// toolView is a view of agent "a" with its control directory and an empty
+// system tool directory (returned) made.
+func toolView(t *testing.T) (View, string) {
+	t.Helper()
+	v := view(t)
+	v.Def.Control = v.Layout.AgentControl("a")
+	os.MkdirAll(v.Def.Control, 0o755)
+	sys := v.Layout.ToolDir()
+	os.MkdirAll(sys, 0o755)
+	return v, sys
 }
