@@ -26,8 +26,13 @@ func run() int {
 		// daemon is ready as soon as ctxd alone would be.
 		return cli.ExecDaemon()
 	}
-	var c cli.CLI
-	parser, err := kong.New(&c, kong.Name("ctx"),
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-V") {
+		// What kong's VersionFlag prints, without building the model.
+		fmt.Println("ctx " + version.Version)
+		return 0
+	}
+	// Kong builds the model of only the command args name (cli.Grammar).
+	parser, err := kong.New(cli.Grammar(os.Args[1:]), kong.Name("ctx"),
 		kong.Description("CortexFS agent runtime: durable sessions, sandboxed tools, a terminal into the agent's shell."),
 		kong.UsageOnError(), kong.Vars{"version": "ctx " + version.Version})
 	if err != nil {

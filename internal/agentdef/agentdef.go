@@ -12,11 +12,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/cortexfs/ctx/internal/ident"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/limits"
 	"github.com/cortexfs/ctx/internal/netpolicy"
@@ -233,7 +233,12 @@ func Lines(b []byte, check func(string) error) ([]string, error) {
 	return out, nil
 }
 
-var envKeyRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+// Env keys are `^[A-Z_][A-Z0-9_]*$`, checked by byte class (ident: no
+// regexp compiled at every client's start).
+var (
+	envKeyFirst = ident.NewClass("A-Z_")
+	envKeyRest  = ident.NewClass("A-Z0-9_")
+)
 
 // ParseEnv parses .d/env: KEY=VALUE lines, KEY matching [A-Z_][A-Z0-9_]* and
 // not starting with CTX_; the value is literal (no expansion, no quotes).
@@ -254,7 +259,7 @@ func ParseEnv(b []byte) ([]KV, error) {
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("line %d: want KEY=VALUE", i+1)
-		case !envKeyRE.MatchString(k):
+		case !ident.Valid(k, envKeyFirst, envKeyRest, -1):
 			return nil, fmt.Errorf("line %d: key %q must match [A-Z_][A-Z0-9_]*", i+1, k)
 		case strings.HasPrefix(k, "CTX_"):
 			return nil, fmt.Errorf("line %d: key %q: CTX_ variables are runtime-held", i+1, k)
@@ -267,10 +272,18 @@ func ParseEnv(b []byte) ([]KV, error) {
 	return out, nil
 }
 
-var modelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*/[A-Za-z0-9][A-Za-z0-9._:/-]*$`)
+// A model is `^[a-z0-9][a-z0-9-]*/[A-Za-z0-9][A-Za-z0-9._:/-]*$`: a
+// provider, a slash, the provider's model name.
+var (
+	providerFirst = ident.NewClass("a-z0-9")
+	providerRest  = ident.NewClass("a-z0-9-")
+	modelFirst    = ident.NewClass("A-Za-z0-9")
+	modelRest     = ident.NewClass("A-Za-z0-9._:/-")
+)
 
 func checkModel(s string) error {
-	if !modelRE.MatchString(s) {
+	provider, model, ok := strings.Cut(s, "/")
+	if !ok || !ident.Valid(provider, providerFirst, providerRest, -1) || !ident.Valid(model, modelFirst, modelRest, -1) {
 		return fmt.Errorf("model %q: want provider/model", s)
 	}
 	return nil

@@ -165,3 +165,22 @@ func FuzzParseEnv(f *testing.F) {
 		}
 	})
 }
+
+// TestNameChecksMatchTheRegexps: the byte-class checks of models and env
+// keys accept exactly what their regexps did.
+func TestNameChecksMatchTheRegexps(t *testing.T) {
+	modelRE := regexp.MustCompile(`^[a-z0-9][a-z0-9-]*/[A-Za-z0-9][A-Za-z0-9._:/-]*$`)
+	for _, m := range []string{"anthropic/claude-x", "openai/gpt-4o", "a/b", "a-/b", "-a/b", "a/b/c", "a//b", "a/.b",
+		"ollama/llama3:8b", "a/b c", "A/b", "a", "a/", "/b", "", "a/b\n", "ä/b", "a/b:c/d.e_f-g"} {
+		if got, want := checkModel(m) == nil, modelRE.MatchString(m); got != want {
+			t.Errorf("checkModel(%q) ok=%v, the regexp says %v", m, got, want)
+		}
+	}
+	keyRE := regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+	for _, k := range []string{"PATH", "_X", "A1", "1A", "a", "A-B", "", "A B", "ÄB", "HTTP_PROXY"} {
+		_, err := ParseEnv([]byte(k + "=v\n"))
+		if got, want := err == nil, keyRE.MatchString(k); got != want {
+			t.Errorf("env key %q ok=%v, the regexp says %v (%v)", k, got, want, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/yuin/goldmark"
@@ -272,7 +273,7 @@ func wrap(s string, width int) []string {
 // of l (only the renderer's own codes occur: 1–4, 22–24, 35, 36, 39).
 func openStyles(l string) string {
 	var on [5]string // bold/faint, italic, underline, colour, second weight
-	for _, m := range sgr.FindAllString(l, -1) {
+	for _, m := range sgr().FindAllString(l, -1) {
 		for _, code := range strings.Split(m[2:len(m)-1], ";") {
 			switch code {
 			case "1", "2":
@@ -309,10 +310,11 @@ func openStyles(l string) string {
 	return "\x1b[" + strings.Join(codes, ";") + "m"
 }
 
-var sgr = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+// sgr is compiled on first use: only the chat renders.
+var sgr = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\x1b\[[0-9;]*m`) })
 
 // plainText is s without its styles.
-func plainText(s string) string { return sgr.ReplaceAllString(s, "") }
+func plainText(s string) string { return sgr().ReplaceAllString(s, "") }
 
 // Blocks cuts streamed Markdown into blocks that are complete: a block
 // closes at a blank line outside a fenced code block, at the line that

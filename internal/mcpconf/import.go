@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 )
@@ -295,14 +296,15 @@ func fill(f *Foreign, command string, args []string, env map[string]string, url 
 	}
 }
 
-var expandRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+// expandRE is compiled on first use: only an import expands variables.
+var expandRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`) })
 
 // Expand replaces ${VAR} and ${VAR:-default} in s as Claude Code does when
 // it reads .mcp.json; an unset VAR without a default is an error.
 func Expand(s string, getenv func(string) (string, bool)) (string, error) {
 	var missing []string
-	out := expandRE.ReplaceAllStringFunc(s, func(m string) string {
-		sub := expandRE.FindStringSubmatch(m)
+	out := expandRE().ReplaceAllStringFunc(s, func(m string) string {
+		sub := expandRE().FindStringSubmatch(m)
 		if getenv != nil {
 			if v, ok := getenv(sub[1]); ok {
 				return v

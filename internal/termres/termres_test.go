@@ -3,6 +3,7 @@ package termres
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 )
@@ -14,7 +15,7 @@ func TestEnsureStableID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !idRE.MatchString(id1) {
+	if !validID(id1) {
 		t.Fatalf("id %q", id1)
 	}
 	id2, err := Ensure(dir)
@@ -137,5 +138,18 @@ func TestReadTornTailAndCorruption(t *testing.T) {
 				t.Fatalf("got %d events, err %v", len(got), err)
 			}
 		})
+	}
+}
+
+// TestValidIDMatchesTheRegexp: validID accepts exactly what
+// `^term-[0-9a-f]{16}$` does.
+func TestValidIDMatchesTheRegexp(t *testing.T) {
+	re := regexp.MustCompile(`^term-[0-9a-f]{16}$`)
+	for _, id := range []string{"term-0123456789abcdef", "term-0123456789abcde", "term-0123456789abcdef0",
+		"term-0123456789ABCDEF", "Term-0123456789abcdef", "term-0123456789abcdeg", "term-", "", "term-0123456789abcde\n",
+		"xterm-0123456789abcdef", "term-../../../../etc/p"} {
+		if got, want := validID(id), re.MatchString(id); got != want {
+			t.Errorf("validID(%q) = %v, the regexp says %v", id, got, want)
+		}
 	}
 }
