@@ -88,6 +88,41 @@ func BenchmarkSendVsDirect(b *testing.B) {
 	b.ReportMetric(float64(cli)/float64(direct), "cli/direct")
 }
 
+// BenchmarkSendCLIVsClient measures, interleaved, `ctx agent send` (a
+// fresh CLI process, as a script calls it) against the smallest one-shot
+// client doing the same request (e2e/oneshot: dial, one send, print the
+// deltas, exit at done): the difference is the CLI's own start and work.
+func BenchmarkSendCLIVsClient(b *testing.B) {
+	w := newWorld(b)
+	w.start()
+	w.mustCtx("agent", "create", "bench", "--exec", binDir+"/testagent")
+	ws := b.TempDir()
+	run := func(name string, args ...string) {
+		cmd := exec.Command(name, args...)
+		cmd.Env, cmd.Dir = w.env(), ws
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "echo: hi") {
+			b.Fatalf("%s: %v %s", name, err, out)
+		}
+	}
+	sock := filepath.Join(w.root, "agent", "bench.sock")
+	run(w.ctxBin, "agent", "send", "--session", "cli", "bench", "echo", "hi")
+	run(binDir+"/oneshot", sock, "one", "echo", "hi")
+	var cli, one time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		run(w.ctxBin, "agent", "send", "--session", "cli", "bench", "echo", "hi")
+		cli += time.Since(t0)
+		t0 = time.Now()
+		run(binDir+"/oneshot", sock, "one", "echo", "hi")
+		one += time.Since(t0)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(cli.Microseconds())/n/1000, "cli-ms")
+	b.ReportMetric(float64(one.Microseconds())/n/1000, "oneshot-ms")
+	b.ReportMetric(float64(cli)/float64(one), "cli/oneshot")
+}
+
 // BenchmarkToolCallVsBwrap measures, interleaved in one run, one sandboxed
 // tool call through the runtime (the tsh op over the socket: authority
 // checks, launch-root registration, bwrap, tsh, the tool, durable frames)
