@@ -66,6 +66,14 @@ func (s *tmuxSession) run(args ...string) string {
 	return string(out)
 }
 
+// answer presses key at an approval question: after the pause the
+// question needs before a key answers it (a key typed on without one is
+// typing, not an answer).
+func (s *tmuxSession) answer(key string) {
+	time.Sleep(700 * time.Millisecond)
+	s.keys(key)
+}
+
 func (s *tmuxSession) keys(keys ...string) {
 	s.t.Helper()
 	s.run(append([]string{"send-keys", "-t", "t"}, keys...)...)
@@ -125,18 +133,18 @@ func TestChatRenderedInTmux(t *testing.T) {
 
 	// read: asked (approval ask), no diff for a read.
 	tm.contains("tool read with argv", 20*time.Second)
-	tm.keys("y")
+	tm.answer("y")
 	// edit: the question shows the diff of calc.sh.
 	sc := tm.contains("tool edit with argv", 20*time.Second)
-	if !regexp.MustCompile(`--- calc\.sh\n\+\+\+ calc\.sh\n@@ -1,4 \+1,4 @@\n # calc\.sh: small arithmetic helpers\.\n add\(\) \{\n-\s+echo \$\(\( \$1 - \$2 \)\)\n\+\s+echo \$\(\( \$1 \+ \$2 \)\)\n \}\nAllow once\? \[y/N\]`).MatchString(sc) {
+	if !regexp.MustCompile(`--- calc\.sh\n\+\+\+ calc\.sh\n@@ -1,4 \+1,4 @@\n # calc\.sh: small arithmetic helpers\.\n add\(\) \{\n-\s+echo \$\(\( \$1 - \$2 \)\)\n\+\s+echo \$\(\( \$1 \+ \$2 \)\)\n \}\nAllow once\? \(y allows once, n denies, Ctrl\+C cancels the run\)`).MatchString(sc) {
 		t.Errorf("the edit's question lacks its diff:\n%s", sc)
 	}
 	if !regexp.MustCompile(`✓ read calc\.sh  \d+ ms`).MatchString(sc) {
 		t.Errorf("no finished line for read:\n%s", sc)
 	}
-	tm.keys("y")
+	tm.answer("y")
 	tm.contains(`tool bash with argv`, 20*time.Second)
-	tm.keys("y")
+	tm.answer("y")
 	// While bash runs: one line with a spinner and the elapsed time.
 	running := regexp.MustCompile(`[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] bash "sleep 2; sh test.sh"  \d`)
 	tm.screen("the running bash line", 20*time.Second, running.MatchString)

@@ -438,7 +438,8 @@ func capLines(s string) string {
 // Question is the approval question for a tool call (not an MCP call):
 // the tool, its argv and, for write, edit and apply_patch, the change it
 // would make to the workspace ws (coloured when color is set). It ends
-// with the prompt "Allow once? [y/N] ".
+// with the prompt "Allow once? (y allows once, n denies, Ctrl+C cancels
+// the run) ".
 func Question(name string, args []string, ws string, color bool) string {
 	tool, argv := Unwrap(name, args)
 	var b strings.Builder
@@ -452,6 +453,6 @@ func Question(name string, args []string, ws string, color bool) string {
 	case note != "":
 		b.WriteString("  (" + sanitize(note) + ")\n")
 	}
-	b.WriteString("Allow once? [y/N] ")
+	b.WriteString("Allow once? (y allows once, n denies, Ctrl+C cancels the run) ")
 	return b.String()
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,12 +16,14 @@ import (
 
 	"github.com/cortexfs/ctx/internal/chatview"
 	"github.com/cortexfs/ctx/internal/client"
+	"github.com/cortexfs/ctx/internal/lineedit"
 	"github.com/cortexfs/ctx/ipc"
 )
 
 // ChatCmd is `ctx agent chat`: the human chat UI (S3, A5). On a terminal it
-// is a line editor (golang.org/x/term: history with ↑/↓, word motions,
-// bracketed paste). The line editor is idle during a run, so the run's
+// is a line editor (internal/lineedit: a pasted text of many lines is one
+// message, Alt+Enter or Ctrl+J a newline, no cut below the request's
+// bound, the history kept across chats). The line editor is idle during a run, so the run's
 // output never corrupts the input line: rendered (chatview) when
 // stdout is a terminal and NO_COLOR is unset, else the answer buffered and
 // printed whole when the run ends. Lines starting with / are chat
@@ -73,15 +76,15 @@ func (c *ChatCmd) Run(env *Env) error {
 	defer term.Restore(fd, old)
 
 	keys := newKeyRouter()
-	t := term.NewTerminal(struct {
-		io.Reader
-		io.Writer
-	}{keys, env.Stdout}, c.Name+"> ")
-	if w, h, err := term.GetSize(fd); err == nil {
-		t.SetSize(w, h)
-	}
+	// The output while no message is being typed: the run's lines, the
+	// commands' output (raw mode: "\n" needs its "\r").
+	t := crlf{env.Stdout}
+	ed := lineedit.New(keys, env.Stdout, c.Name+"> ", 80)
+	ed.History = lineedit.LoadHistory(env.Layout.ChatHistory(c.Name))
+	io.WriteString(env.Stdout, lineedit.EnablePaste)
+	defer io.WriteString(env.Stdout, lineedit.DisablePaste)
 	go func() { // the one stdin reader; it never blocks on a consumer, so Ctrl+C is always seen
-		buf := make([]byte, 256)
+		buf := make([]byte, 32<<10) // a paste arrives in few reads
 		for {
 			n, err := env.Stdin.Read(buf)
 			if err != nil {
@@ -101,20 +104,28 @@ func (c *ChatCmd) Run(env *Env) error {
 	}
 	fmt.Fprintf(t, "chat with %s (session %s) — Ctrl+C cancels a run, Ctrl+C or Ctrl+D at the prompt exits, /help\n", c.Name, c.Session)
 	for {
-		line, err := t.ReadLine()
+		if w, _, err := term.GetSize(fd); err == nil {
+			ed.SetWidth(w)
+		}
+		line, err := ed.ReadLine()
 		if err != nil {
 			return nil // Ctrl+C or Ctrl+D while idle: leave (A5)
 		}
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") {
+		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") && !strings.Contains(line, "\n") {
 			c.command(env, t, strings.TrimSpace(line))
 			continue
 		}
 		line = strings.TrimPrefix(line, "/") // "//x" sends "/x"
-		keys.setIdle(false)
 		req := mk(line)
+		if err := fitsRequest(req); err != nil {
+			fmt.Fprintf(t, "%v\n", err)
+			ed.Prefill(line) // given back to edit, not lost
+			continue
+		}
+		keys.setIdle(false)
 		fw, err := follow(req)
 		if err != nil {
 			return err
@@ -144,7 +155,7 @@ run; Ctrl+C or Ctrl+D at the prompt exits.
 
 // command runs a chat command with its output on the
 // terminal; errors are shown, never fatal to the chat.
-func (c *ChatCmd) command(env *Env, t *term.Terminal, line string) {
+func (c *ChatCmd) command(env *Env, t io.Writer, line string) {
 	words := strings.Fields(line)
 	sub := &Env{Ctx: env.Ctx, Layout: env.Layout, Stdin: env.Stdin, Stdout: t, Stderr: t}
 	var err error
@@ -178,14 +189,15 @@ func (c *ChatCmd) command(env *Env, t *term.Terminal, line string) {
 // runRendered follows one run with the chat rendered (chatview): tool
 // calls as live lines, Markdown as its blocks close, the approval
 // question with the diff.
-func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, fw *client.Follower, keys <-chan byte, typed *keyRouter, workspace string) error {
+func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t io.Writer, fw *client.Follower, keys <-chan byte, typed *keyRouter, workspace string) error {
 	tick := time.NewTicker(chatview.TickEvery)
 	defer tick.Stop()
 	defer view.Pause()
 	view.Begin()
 	var run string
 	cancelled := false
-	var pending *ipc.Frame // approval waiting for a key
+	var pending *question // approval waiting for its answer
+	var lastKey time.Time
 	for {
 		select {
 		case <-tick.C:
@@ -196,16 +208,15 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, f
 			if !ok {
 				return nil
 			}
-			if pending != nil {
-				answerApproval(t, fw, pending, k)
-				pending = nil
+			if k != 3 { // typed ahead for the next message, or a question's answer
+				if pending != nil && answer(t, fw, typed, pending, k, lastKey) {
+					pending = nil
+				}
+				lastKey = time.Now()
 				continue
 			}
-			if k != 3 {
-				typed.add(k) // type-ahead: the line editor gets it when the run ends
-				continue
-			}
-			if run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
+			// Ctrl+C during a run, at a question too: cancel the run (S3).
+			if run != "" && !cancelled {
 				cancelled = true
 				view.Pause()
 				fmt.Fprintf(t, "^C cancelling %s\n", run)
@@ -220,10 +231,10 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, f
 				run = f.Run
 			}
 			if f.Type == ipc.TypeApprovalRequest {
-				pending = f
+				pending = &question{f: f, shown: time.Now()}
 				view.Pause()
 				if m := f.MCP; m != nil {
-					fmt.Fprintf(t, "? allow tool %s of MCP server %s with arguments %s once? [y/N] ", m.Tool, m.Server, m.Arguments)
+					fmt.Fprintf(t, "? allow tool %s of MCP server %s with arguments %s once? (%s) ", m.Tool, m.Server, m.Arguments, questionKeys)
 				} else {
 					fmt.Fprint(t, chatview.Question(f.Name, f.Args, workspace, true))
 				}
@@ -242,27 +253,27 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t *term.Terminal, f
 
 // runOnTerminal follows one run: tool activity is shown as it happens, the
 // answer is buffered and written when the run ends.
-func (c *ChatCmd) runOnTerminal(t *term.Terminal, fw *client.Follower, keys <-chan byte, typed *keyRouter) error {
-	var answer strings.Builder
+func (c *ChatCmd) runOnTerminal(t io.Writer, fw *client.Follower, keys <-chan byte, typed *keyRouter) error {
+	var text strings.Builder
 	var run string
 	cancelled := false
-	var pending *ipc.Frame // approval waiting for a key
+	var pending *question // approval waiting for its answer
+	var lastKey time.Time
 	for {
 		select {
 		case k, ok := <-keys:
 			if !ok {
 				return nil
 			}
-			if pending != nil {
-				answerApproval(t, fw, pending, k)
-				pending = nil
+			if k != 3 { // typed ahead for the next message, or a question's answer
+				if pending != nil && answer(t, fw, typed, pending, k, lastKey) {
+					pending = nil
+				}
+				lastKey = time.Now()
 				continue
 			}
-			if k != 3 {
-				typed.add(k) // type-ahead: the line editor gets it when the run ends
-				continue
-			}
-			if run != "" && !cancelled { // Ctrl+C during a run: cancel it (S3)
+			// Ctrl+C during a run, at a question too: cancel the run (S3).
+			if run != "" && !cancelled {
 				cancelled = true
 				fmt.Fprintf(t, "^C cancelling %s\n", run)
 				_ = fw.Cancel(run)
@@ -277,14 +288,14 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, fw *client.Follower, keys <-ch
 			}
 			switch f.Type {
 			case ipc.TypeDelta:
-				answer.WriteString(f.Text)
+				text.WriteString(f.Text)
 			case ipc.TypeToolCall:
 				fmt.Fprintf(t, "  · %s %s\n", f.Name, strings.Join(f.Args, " "))
 			case ipc.TypeToolResult:
 				fmt.Fprintf(t, "  · %s: %s\n", f.Status, firstLine(f.Content))
 			case ipc.TypeApprovalRequest:
-				pending = f
-				fmt.Fprintf(t, "  ? allow tool %s with argv %q once? [y/N] ", f.Name, f.Args)
+				pending = &question{f: f, shown: time.Now()}
+				fmt.Fprintf(t, "  ? allow tool %s with argv %q once? (%s) ", f.Name, f.Args, questionKeys)
 			case ipc.TypeError:
 				fmt.Fprintf(t, "error %s: %s\n", f.Code, f.Message)
 				if f.Run == "" {
@@ -293,7 +304,7 @@ func (c *ChatCmd) runOnTerminal(t *term.Terminal, fw *client.Follower, keys <-ch
 			case ipc.TypeCancelled:
 				fmt.Fprintf(t, "(cancelled)\n")
 			case ipc.TypeDone:
-				if s := answer.String(); s != "" && !cancelled {
+				if s := text.String(); s != "" && !cancelled {
 					if !strings.HasSuffix(s, "\n") {
 						s += "\n"
 					}
@@ -389,21 +400,28 @@ func (c *ChatCmd) plainRun(env *Env, fw *client.Follower, sig <-chan os.Signal) 
 	}
 }
 
-// keyRouter owns stdin's bytes: the line editor's while idle, the run's
-// (Ctrl+C, an approval's answer, type-ahead) otherwise. The switch and the
-// routing happen under one lock, so no byte falls between them: a line typed
-// just as a run ends reaches the next prompt, not a channel nobody reads.
+// keyRouter owns stdin's bytes. Every byte but a run's Ctrl+C goes to
+// the line editor's buffer, at the prompt and typed ahead during a run
+// alike, so nothing typed is lost whatever its size (up to
+// maxTypeahead); during a run each key is also shown to the run (for
+// Ctrl+C and an approval's answer, which it then takes back: take). The
+// switch and the routing happen under one lock, so no byte falls between
+// them.
 type keyRouter struct {
 	mu   sync.Mutex
 	more *sync.Cond
 	buf  []byte // the line editor's bytes, type-ahead first
 	idle bool
 	eof  bool
-	run  chan byte // the run's keys; closed at end of input
+	run  chan byte // during a run, the keys as they come; closed at end of input
 }
 
+// maxTypeahead bounds what is kept for the line editor: above a 1 MiB
+// paste with its markers, which the editor refuses with its size.
+const maxTypeahead = 4 << 20
+
 func newKeyRouter() *keyRouter {
-	k := &keyRouter{idle: true, run: make(chan byte, 256)}
+	k := &keyRouter{idle: true, run: make(chan byte, 1024)}
 	k.more = sync.NewCond(&k.mu)
 	return k
 }
@@ -412,17 +430,25 @@ func newKeyRouter() *keyRouter {
 func (k *keyRouter) feed(p []byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.idle {
-		k.buf = append(k.buf, p...)
-		k.more.Broadcast()
-		return
-	}
 	for _, b := range p {
-		select {
-		case k.run <- b:
-		default: // 256 unread keys during a run: the rest are dropped, never blocking Ctrl+C
+		if !k.idle && b == 3 {
+			select { // Ctrl+C during a run is the run's alone
+			case k.run <- b:
+			default:
+			}
+			continue
+		}
+		if len(k.buf) < maxTypeahead {
+			k.buf = append(k.buf, b)
+		}
+		if !k.idle {
+			select { // shown, never waited for: the keys themselves are in buf
+			case k.run <- b:
+			default:
+			}
 		}
 	}
+	k.more.Broadcast()
 }
 
 // close marks the end of input: the line editor reads EOF, the run's
@@ -435,34 +461,31 @@ func (k *keyRouter) close() {
 	k.more.Broadcast()
 }
 
-// setIdle switches the owner. Going idle, keys the run left unread become
-// type-ahead.
+// setIdle switches the owner; keys shown to a run and not looked at are
+// forgotten (they are in buf).
 func (k *keyRouter) setIdle(idle bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.idle = idle
-	if !idle {
-		return
-	}
 	for {
 		select {
-		case b, ok := <-k.run:
+		case _, ok := <-k.run:
 			if !ok {
 				return
 			}
-			k.buf = append(k.buf, b)
 		default:
 			return
 		}
 	}
 }
 
-// add keeps a key typed during a run for the line editor.
-func (k *keyRouter) add(b byte) {
+// take removes b from the end of the type-ahead: the run used that key
+// (an approval's answer, the newest key when it is taken).
+func (k *keyRouter) take(b byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if len(k.buf) < 64<<10 {
-		k.buf = append(k.buf, b)
+	if n := len(k.buf); n > 0 && k.buf[n-1] == b {
+		k.buf = k.buf[:n-1]
 	}
 }
 
@@ -481,13 +504,84 @@ func (k *keyRouter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// answerApproval sends the pinned approve line for the key the person
-// pressed: y allows once, anything else denies.
-func answerApproval(t io.Writer, fw *client.Follower, pending *ipc.Frame, k byte) {
-	d := ipc.DecisionDeny
-	if k == 'y' || k == 'Y' {
-		d = ipc.DecisionAllowOnce
+// settle is how long a question must have been shown, and the keyboard
+// quiet, before a key answers it: keys typed on without a pause (a
+// message typed ahead as the question appeared) answer nothing.
+const settle = 500 * time.Millisecond
+
+// question is an approval request waiting for its answer.
+type question struct {
+	f     *ipc.Frame
+	shown time.Time
+}
+
+// answerKey is the decision a key makes at a question, or "": only y and
+// n answer, and only after the question and the keyboard settled (a
+// key within settle of the previous one is typing). Ctrl+C is the
+// caller's: it cancels the run.
+func answerKey(k byte, shown, lastKey, now time.Time) string {
+	if now.Sub(shown) < settle || now.Sub(lastKey) < settle {
+		return ""
 	}
+	switch k {
+	case 'y', 'Y':
+		return ipc.DecisionAllowOnce
+	case 'n', 'N':
+		return ipc.DecisionDeny
+	}
+	return ""
+}
+
+// questionKeys is the prompt of a question in chat and send.
+const questionKeys = "y allows once, n denies, Ctrl+C cancels the run"
+
+// answer handles key k at question q: an answer is sent, printed and
+// taken back from the type-ahead; anything else stays typed ahead. It
+// reports whether q was answered.
+func answer(t io.Writer, fw *client.Follower, typed *keyRouter, q *question, k byte, lastKey time.Time) bool {
+	d := answerKey(k, q.shown, lastKey, time.Now())
+	if d == "" {
+		return false
+	}
+	typed.take(k)
 	fmt.Fprintf(t, "%s\n", d)
-	_ = fw.Approve(pending.Run, pending.ID, d)
+	_ = fw.Approve(q.f.Run, q.f.ID, d)
+	return true
+}
+
+// crlf writes to a terminal in raw mode: each "\n" becomes "\r\n".
+type crlf struct{ w io.Writer }
+
+func (c crlf) Write(p []byte) (int, error) {
+	if bytes.IndexByte(p, '\n') < 0 {
+		return c.w.Write(p)
+	}
+	var b bytes.Buffer
+	for i, ch := range p {
+		if ch == '\n' && (i == 0 || p[i-1] != '\r') {
+			b.WriteByte('\r')
+		}
+		b.WriteByte(ch)
+	}
+	if _, err := c.w.Write(b.Bytes()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// fitsRequest refuses, with the sizes, a message the daemon would refuse:
+// over the input bound, or a request line over the line bound once
+// encoded (quotes, backslashes and newlines take two bytes).
+func fitsRequest(req sendReq) error {
+	if n := len(*req.Input); n > ipc.MaxInput {
+		return fmt.Errorf("message of %d bytes not sent: a message holds at most %d bytes", n, ipc.MaxInput)
+	}
+	b, err := client.Encode(req)
+	if err != nil {
+		return err
+	}
+	if len(b) > ipc.MaxLine {
+		return fmt.Errorf("message not sent: encoded it is %d bytes, over the request bound of %d", len(b), ipc.MaxLine)
+	}
+	return nil
 }

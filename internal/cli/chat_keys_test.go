@@ -2,37 +2,88 @@ package cli
 
 import (
 	"io"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/cortexfs/ctx/ipc"
 )
 
-// TestKeyRouterKeepsKeysAcrossTheSwitch: keys the stdin reader routed to a
-// run that had already ended (typed as its answer printed) reach the next
-// prompt, after the run's own type-ahead and before later keys; at end of
-// input the line editor reads EOF and the run's channel closes. spec: S3
-func TestKeyRouterKeepsKeysAcrossTheSwitch(t *testing.T) {
+// TestKeyRouterKeepsEveryKey: keys typed during a run are shown to the run
+// and kept, all of them, for the next prompt — a paste of 1 MiB typed
+// ahead included; the run's Ctrl+C is the run's alone; a key the run
+// takes (an approval's answer) is not typed; at end of input the line
+// editor reads EOF and the run's channel closes. spec: S3
+func TestKeyRouterKeepsEveryKey(t *testing.T) {
 	k := newKeyRouter()
 	k.setIdle(false)
-	k.feed([]byte{'a', 3})
+	k.feed([]byte{'a', 3, 'y'})
 	if b := <-k.run; b != 'a' {
-		t.Fatalf("run read %q", b)
+		t.Fatalf("run saw %q", b)
 	}
-	k.add('a') // the run loop keeps it as type-ahead
 	if b := <-k.run; b != 3 {
-		t.Fatalf("run read %q, want Ctrl+C", b)
+		t.Fatalf("run saw %q, want Ctrl+C", b)
 	}
-	k.feed([]byte("ls\r")) // the run loop has returned; nobody reads run
+	if b := <-k.run; b != 'y' {
+		t.Fatalf("run saw %q", b)
+	}
+	k.take('y') // the run answered a question with it
+	big := strings.Repeat("x", 1<<20)
+	k.feed([]byte(big)) // far more than the run's channel holds
+	k.feed([]byte("ls\r"))
 	k.setIdle(true)
-	k.feed([]byte("x"))
-	buf := make([]byte, 16)
-	n, err := k.Read(buf)
-	if err != nil || string(buf[:n]) != "als\rx" {
-		t.Fatalf("line editor read %q, %v; want %q", buf[:n], err, "als\rx")
+	k.feed([]byte("z"))
+	got, err := io.ReadAll(struct{ io.Reader }{readUntilEmpty{k}})
+	if err != nil || string(got) != "a"+big+"ls\rz" {
+		t.Fatalf("line editor read %d bytes (%q…), %v", len(got), got[:min(len(got), 8)], err)
 	}
 	k.close()
+	buf := make([]byte, 16)
 	if _, err := k.Read(buf); err != io.EOF {
 		t.Fatalf("after close: %v, want EOF", err)
 	}
 	if _, ok := <-k.run; ok {
 		t.Fatal("run channel still open after close")
+	}
+}
+
+// readUntilEmpty reads k until its buffer is empty (k.Read would wait).
+type readUntilEmpty struct{ k *keyRouter }
+
+func (r readUntilEmpty) Read(p []byte) (int, error) {
+	r.k.mu.Lock()
+	empty := len(r.k.buf) == 0
+	r.k.mu.Unlock()
+	if empty {
+		return 0, io.EOF
+	}
+	return r.k.Read(p)
+}
+
+// TestAnswerKey: only y and n answer a question, and only once it has been
+// shown and the keyboard quiet for settle: "run the tests⏎" typed on as
+// the question appears answers nothing (its n included).
+func TestAnswerKey(t *testing.T) {
+	shown := time.Unix(1000, 0)
+	later := shown.Add(2 * settle)
+	for _, tc := range []struct {
+		k       byte
+		last    time.Time
+		now     time.Time
+		want    string
+		comment string
+	}{
+		{'y', time.Time{}, later, ipc.DecisionAllowOnce, "y after a pause"},
+		{'Y', time.Time{}, later, ipc.DecisionAllowOnce, "Y"},
+		{'n', time.Time{}, later, ipc.DecisionDeny, "n after a pause"},
+		{'r', time.Time{}, later, "", "any other key answers nothing"},
+		{'\r', time.Time{}, later, "", "Enter is no answer"},
+		{'y', time.Time{}, shown.Add(settle / 2), "", "too soon after the question"},
+		{'n', later.Add(-settle / 4), later, "", "typing on: the previous key was just now"},
+		{'y', later.Add(-settle), later, ipc.DecisionAllowOnce, "a pause of settle is enough"},
+	} {
+		if got := answerKey(tc.k, shown, tc.last, tc.now); got != tc.want {
+			t.Errorf("%s: answerKey(%q) = %q, want %q", tc.comment, tc.k, got, tc.want)
+		}
 	}
 }

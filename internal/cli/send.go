@@ -13,6 +13,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/envelope"
 
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/cortexfs/ctx/internal/chatview"
@@ -162,6 +163,11 @@ func stream(env *Env, agent string, conn *client.Conn, req sendReq, raw bool, as
 			}
 			out.Flush()
 			decision, why := ask.ask(f)
+			if decision == "" { // Ctrl+C at the question: the run is cancelled, as the question says
+				fmt.Fprintf(env.Stderr, "ctx: cancelling %s\n", f.Run)
+				_ = fw.Cancel(f.Run)
+				continue
+			}
 			if why != "" {
 				fmt.Fprintln(env.Stderr, "ctx: "+why)
 			}
@@ -238,20 +244,53 @@ func (a *asker) ask(f *ipc.Frame) (decision, why string) {
 		if hints != "" {
 			hints = "\n  the server says:" + hints + " (a hint, not a guarantee)"
 		}
-		fmt.Fprintf(a.tty, "\nctx: the agent wants to call tool %s of MCP server %s with arguments %s%s\nAllow once? [y/N] ", m.Tool, m.Server, m.Arguments, hints)
+		fmt.Fprintf(a.tty, "\nctx: the agent wants to call tool %s of MCP server %s with arguments %s%s\nAllow once? (%s) ", m.Tool, m.Server, m.Arguments, hints, questionKeys)
 	} else if a.color {
 		fmt.Fprint(a.tty, chatview.Question(f.Name, f.Args, a.workspace, true))
 	} else {
-		fmt.Fprintf(a.tty, "\nctx: the agent wants to run tool %s with argv %q\nAllow once? [y/N] ", f.Name, f.Args)
+		fmt.Fprintf(a.tty, "\nctx: the agent wants to run tool %s with argv %q\nAllow once? (%s) ", f.Name, f.Args, questionKeys)
 	}
-	line, err := bufio.NewReader(a.tty).ReadString('\n')
+	return a.key()
+}
+
+// key reads the answer as chat does (answerKey): one key, no Enter; what
+// was typed before the question is flushed and answers nothing, keys
+// typed on without a pause answer nothing; Ctrl+C returns "" (the caller
+// cancels the run). Where the terminal cannot be made raw, a line: y or
+// yes allows, anything else denies.
+func (a *asker) key() (decision, why string) {
+	fd := int(a.tty.Fd())
+	old, err := term.MakeRaw(fd)
 	if err != nil {
-		return ipc.DecisionDeny, "no answer; denied"
+		line, err := bufio.NewReader(a.tty).ReadString('\n')
+		if err != nil {
+			return ipc.DecisionDeny, "no answer; denied"
+		}
+		if s := strings.ToLower(strings.TrimSpace(line)); s == "y" || s == "yes" {
+			return ipc.DecisionAllowOnce, ""
+		}
+		return ipc.DecisionDeny, ""
 	}
-	if s := strings.ToLower(strings.TrimSpace(line)); s == "y" || s == "yes" {
-		return ipc.DecisionAllowOnce, ""
+	defer term.Restore(fd, old)
+	_ = unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH)
+	shown := time.Now()
+	var last time.Time
+	b := make([]byte, 1)
+	for {
+		if n, err := a.tty.Read(b); err != nil || n == 0 {
+			fmt.Fprint(a.tty, "\r\n")
+			return ipc.DecisionDeny, "no answer; denied"
+		}
+		if b[0] == 3 {
+			fmt.Fprint(a.tty, "^C\r\n")
+			return "", ""
+		}
+		if d := answerKey(b[0], shown, last, time.Now()); d != "" {
+			fmt.Fprintf(a.tty, "%s\r\n", d)
+			return d, ""
+		}
+		last = time.Now()
 	}
-	return ipc.DecisionDeny, ""
 }
 
 // ResumeCmd is `ctx agent resume`.

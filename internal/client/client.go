@@ -4,6 +4,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -143,9 +144,21 @@ func DialAgentOnce(ctx context.Context, l layout.Layout, name string) (*Conn, er
 	return &Conn{c: c, lr: ipc.NewLineReaderSize(c, ipc.MaxFrameLine), w: bufio.NewWriter(c)}, nil
 }
 
+// Encode is r's request line without its newline: JSON without HTML
+// escaping (a '<' stays one byte, so a message's size is what it looks).
+func Encode(r any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 // Send writes one request line.
 func (c *Conn) Send(r any) error {
-	b, err := json.Marshal(r)
+	b, err := Encode(r)
 	if err != nil {
 		return err
 	}

@@ -134,6 +134,12 @@ func (l Layout) UserHome() string                { return filepath.Join(l.Root, 
 func (l Layout) UserToolDir() string             { return filepath.Join(l.UserHome(), "tool") }
 func (l Layout) Tshrc() string                   { return filepath.Join(l.UserHome(), ".tshrc") }
 
+// ChatHistory is the file of the messages the owner sent to agent from
+// `ctx agent chat`, kept across chats (owner-only, never in a view).
+func (l Layout) ChatHistory(agent string) string {
+	return filepath.Join(l.UserHome(), "history", agent)
+}
+
 // AgentHome is home/<uid>/agent/<name>, mounted at /home/agent (B2).
 func (l Layout) AgentHome(agent string) string {
 	return filepath.Join(l.UserHome(), "agent", agent)

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// chatPTY starts `ctx agent chat AGENT` on a real PTY of 120 columns and
+// waits for its prompt.
+func chatPTY(t *testing.T, w *world, agent string) (write func(string), out *ptyOut, exited chan error) {
+	t.Helper()
+	cmd := exec.Command(w.ctxBin, "agent", "chat", agent)
+	cmd.Env = append(w.env(), "TERM=xterm")
+	cmd.Dir = t.TempDir()
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 120, Rows: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); f.Close() })
+	out = &ptyOut{}
+	go func() { _, _ = bytesCopy(out, f) }()
+	exited = make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waitFor(t, "the prompt", 10*time.Second, func() bool { return strings.Contains(out.String(), agent+"> ") })
+	// A paste of 1 MiB is more than the PTY's buffer: write it from a
+	// goroutine of its own so the test reads on.
+	write = func(s string) {
+		done := make(chan struct{})
+		go func() { f.Write([]byte(s)); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("writing %d bytes to the chat's terminal blocked", len(s))
+		}
+	}
+	return write, out, exited
+}
+
+// userTexts is the text of every user frame of the session, in order.
+func userTexts(w *world, agent string) []string {
+	var out []string
+	if _, err := os.Stat(w.sessionDir(agent, "default") + "/events.jsonl"); err != nil {
+		return nil
+	}
+	for _, f := range w.events(agent, "default") {
+		if f.Type == "user" {
+			out = append(out, f.Text)
+		}
+	}
+	return out
+}
+
+func waitUsers(t *testing.T, w *world, agent string, n int) []string {
+	t.Helper()
+	var got []string
+	waitFor(t, "the runs", 20*time.Second, func() bool {
+		got = userTexts(w, agent)
+		if len(got) < n || len(got) == 0 {
+			return false
+		}
+		ev := w.events(agent, "default")
+		return ev[len(ev)-1].Type == "done"
+	})
+	return got
+}
+
+// TestChatInputIsNeverLostOrMultiplied drives the chat's line editor on a
+// real PTY: a bracketed paste of three lines is one message and one run;
+// Alt+Enter puts a newline in the message and eats nothing; a 400 KiB
+// paste is sent whole; a 1 MiB paste is refused with its size, starts no
+// run and loses what was typed before it; the history is there in the
+// next chat. spec: S3
+func TestChatInputIsNeverLostOrMultiplied(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.agent("ci", nil)
+	write, out, exited := chatPTY(t, w, "ci")
+
+	write("\x1b[200~echo one\r\ntwo\rthree\x1b[201~\r")
+	got := waitUsers(t, w, "ci", 1)
+	if len(got) != 1 || got[0] != "echo one\ntwo\nthree" {
+		t.Fatalf("a 3-line paste: user frames %q, want one with the three lines", got)
+	}
+
+	write("echo a\x1b\rb\r")
+	got = waitUsers(t, w, "ci", 2)
+	if len(got) != 2 || got[1] != "echo a\nb" {
+		t.Fatalf("Alt+Enter: user frames %q", got)
+	}
+
+	big := "echo " + strings.Repeat("0123456789abcdef\n", 400<<10/17)
+	write("\x1b[200~" + big + "\x1b[201~\r")
+	got = waitUsers(t, w, "ci", 3)
+	if len(got) != 3 || got[2] != big {
+		t.Fatalf("400 KiB paste: %d user frames, the last %d bytes, want %d", len(got), len(got[len(got)-1]), len(big))
+	}
+
+	write("keep ")
+	write("\x1b[200~" + strings.Repeat("x", 1<<20) + "\x1b[201~")
+	waitFor(t, "the refusal", 20*time.Second, func() bool {
+		return strings.Contains(out.String(), "paste of 1,048,576 bytes refused: a message holds at most 524,288 bytes")
+	})
+	write("this\r")
+	got = waitUsers(t, w, "ci", 4)
+	if len(got) != 4 || got[3] != "keep this" {
+		t.Fatalf("after the refused paste: user frames %d, last %q", len(got), got[len(got)-1])
+	}
+
+	write("\x03") // Ctrl+C at the prompt: the chat exits
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("chat did not exit on Ctrl+C at the prompt")
+	}
+
+	// The next chat: ↑ goes back through this one's messages ("keep this",
+	// then "echo a\nb"; the 400 KiB one is over the history's entry bound).
+	write, _, exited = chatPTY(t, w, "ci")
+	write("\x1b[A\x1b[A\r")
+	got = waitUsers(t, w, "ci", 5)
+	if len(got) != 5 || got[4] != "echo a\nb" {
+		t.Fatalf("history across chats: user frames %d, last %q", len(got), got[len(got)-1])
+	}
+	write("\x03")
+	<-exited
+}
+
+// TestChatQuestionNeedsADeliberateKey drives an approval question in chat
+// on a real PTY: a message typed on as the question appears ("run the
+// tests⏎", an n in it) answers nothing and is the next message, not lost;
+// n after a pause denies; at the next question Ctrl+C cancels the run, as
+// the question says. spec: A2 A3 S3
+func TestChatQuestionNeedsADeliberateKey(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.tool("clock", "#!/bin/sh\necho tick\n")
+	w.agent("q", map[string]string{"tools": "clock\n", "policy": "allow tool *\n", "approval": "ask\n"})
+	write, out, exited := chatPTY(t, w, "q")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the chat's terminal:\n%s", out.String())
+		}
+	})
+
+	write("tool clock\r")
+	waitFor(t, "the question", 20*time.Second, func() bool { return strings.Contains(out.String(), "wants to run tool clock") })
+	// Typed on without a pause, as if the question had not been seen.
+	for _, c := range "echo run the tests\r" {
+		write(string(c))
+		time.Sleep(30 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, f := range w.events("q", "default") {
+		if f.Type == "approval" {
+			t.Fatalf("typing ahead answered the question: %s", f.Decision)
+		}
+	}
+	time.Sleep(700 * time.Millisecond)
+	write("n")
+	got := waitUsers(t, w, "q", 2) // the denied run ends; the typed-ahead message is the next run
+	var decisions []string
+	var results []string
+	for _, f := range w.events("q", "default") {
+		switch f.Type {
+		case "approval":
+			decisions = append(decisions, f.Decision)
+		case "tool_result":
+			results = append(results, f.Status)
+		}
+	}
+	if len(decisions) != 1 || decisions[0] != "deny" || len(results) != 1 || results[0] != "denied" {
+		t.Fatalf("approvals %q, tool results %q; want one deny", decisions, results)
+	}
+	if got[1] != "echo run the tests" {
+		t.Fatalf("the typed-ahead message: %q", got[1])
+	}
+
+	write("tool clock\r")
+	waitFor(t, "the second question", 20*time.Second, func() bool {
+		return strings.Count(out.String(), "wants to run tool clock") >= 2
+	})
+	write("\x03")
+	waitFor(t, "the run cancelled", 20*time.Second, func() bool {
+		ev := w.events("q", "default")
+		l := ev[len(ev)-1]
+		return l.Type == "done" && l.Status == "cancelled"
+	})
+	select {
+	case err := <-exited:
+		t.Fatalf("Ctrl+C at the question ended the chat: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	for _, f := range w.events("q", "default") {
+		if f.Type == "tool_result" && f.Status == "ok" {
+			t.Fatal("a cancelled question's call ran")
+		}
+	}
+	write("\x03")
+	<-exited
+}
