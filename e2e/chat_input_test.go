@@ -203,3 +203,51 @@ func TestChatQuestionNeedsADeliberateKey(t *testing.T) {
 	write("\x03")
 	<-exited
 }
+
+// TestChatSurvivesADaemonRestart: the daemon SIGKILLed in the middle of a
+// chat's run and started again: the chat says it lost the connection,
+// follows the run again — its host-written conclusion (interrupted) and
+// done — keeps what it had shown, and the next message runs. spec: P4 L4 S3
+func TestChatSurvivesADaemonRestart(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.agent("r", nil)
+	write, out, exited := chatPTY(t, w, "r")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the chat's terminal:\n%s", out.String())
+		}
+	})
+	write("sleep 30\r")
+	waitFor(t, "the run to start", 20*time.Second, func() bool { return strings.Contains(out.String(), "sleeping") })
+	w.kill()
+	waitFor(t, "the chat to notice", 10*time.Second, func() bool { return strings.Contains(out.String(), "connection to the daemon lost") })
+	w.start()
+	waitFor(t, "the run's conclusion", 20*time.Second, func() bool {
+		ev := w.events("r", "default")
+		return len(ev) > 0 && ev[len(ev)-1].Type == "done"
+	})
+	waitFor(t, "the prompt again", 20*time.Second, func() bool {
+		s := out.String()
+		i := strings.LastIndex(s, "connection to the daemon lost")
+		return i >= 0 && strings.Contains(s[i:], "r> ")
+	})
+	select {
+	case err := <-exited:
+		t.Fatalf("the chat ended: %v", err)
+	default:
+	}
+	if !strings.Contains(out.String(), "sleeping") {
+		t.Fatal("what was shown before the restart is gone")
+	}
+	if !strings.Contains(out.String(), "the daemon stopped while this run was active") {
+		t.Fatal("the run's conclusion is not shown")
+	}
+	write("echo after the restart\r")
+	waitFor(t, "the next answer", 20*time.Second, func() bool { return strings.Contains(out.String(), "echo: after the restart") })
+	if n := starts(w, "r"); n != 2 {
+		t.Fatalf("%d runs started, want 2 (the interrupted one never again)", n)
+	}
+	write("\x03")
+	<-exited
+}

@@ -46,6 +46,7 @@ func (c *ChatCmd) Run(env *Env) error {
 	// Each run is followed on a connection of its own (the first is conn),
 	// across drops: client.Follower. follow starts one.
 	first := conn
+	var lost func(error) // set on a terminal: says the chat is dialing again
 	follow := func(req sendReq) (*client.Follower, error) {
 		cn := first
 		first = nil
@@ -59,6 +60,9 @@ func (c *ChatCmd) Run(env *Env) error {
 		if err != nil {
 			cn.Close()
 			return nil, Exit(ExitUnavailable, err)
+		}
+		if lost != nil {
+			fw.OnLost(lost)
 		}
 		return fw, nil
 	}
@@ -102,6 +106,9 @@ func (c *ChatCmd) Run(env *Env) error {
 			view = v
 		}
 	}
+	lost = func(err error) {
+		fmt.Fprintf(t, "\nconnection to the daemon lost (%v); following the run again when it is back…\n", err)
+	}
 	fmt.Fprintf(t, "chat with %s (session %s) — Ctrl+C cancels a run, Ctrl+C or Ctrl+D at the prompt exits, /help\n", c.Name, c.Session)
 	for {
 		if w, _, err := term.GetSize(fd); err == nil {
@@ -137,7 +144,10 @@ func (c *ChatCmd) Run(env *Env) error {
 		}
 		fw.Close()
 		if err != nil {
-			return err
+			// The daemon is gone for longer than a restart takes: say so
+			// and stay; the next message starts it again, and the run's
+			// end is in its session (/history).
+			fmt.Fprintf(t, "%v\nthe run's outcome is in the session: /history shows it; the next message starts the daemon again\n", err)
 		}
 		keys.setIdle(true)
 	}

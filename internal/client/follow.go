@@ -44,6 +44,16 @@ type Follower struct {
 	conn   *Conn
 	cancel Request // asked before a drop: asked again after it
 	closed bool
+	onLost func(error)
+}
+
+// OnLost sets what to call when the connection is lost and the follower
+// starts dialing again (a chat says so; it is called on the follower's
+// goroutine, and must not block).
+func (f *Follower) OnLost(fn func(error)) {
+	f.mu.Lock()
+	f.onLost = fn
+	f.mu.Unlock()
 }
 
 // Follow sends req on conn and follows what it brings. redial opens a new
@@ -129,6 +139,12 @@ func (f *Follower) loop() {
 				return
 			}
 			reattached++
+			f.mu.Lock()
+			lost := f.onLost
+			f.mu.Unlock()
+			if lost != nil {
+				lost(err)
+			}
 			if rerr := f.reattach(); rerr != nil {
 				f.deliver(Item{Err: fmt.Errorf("connection to the daemon lost before the run finished (%v), and it could not be followed again: %w", err, rerr)})
 				return
@@ -147,13 +163,19 @@ func (f *Follower) loop() {
 	}
 }
 
-// reattach dials again (a daemon restarting under its unit comes back
-// within a moment) and sends the request, and a cancel asked before.
+// ReattachFor is how long a follower dials again after a drop: a daemon
+// restarting under its unit (RestartSec=1s, then its start) or by hand
+// comes back within it.
+const ReattachFor = 15 * time.Second
+
+// reattach dials again until ReattachFor passed and sends the request,
+// and a cancel asked before.
 func (f *Follower) reattach() error {
 	var c *Conn
 	var err error
-	for i := 0; i < 10; i++ {
-		if c, err = f.redial(f.ctx); err == nil {
+	deadline := time.Now().Add(ReattachFor)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		if c, err = f.redial(f.ctx); err == nil || time.Now().After(deadline) {
 			break
 		}
 		select {
@@ -161,7 +183,7 @@ func (f *Follower) reattach() error {
 			return f.ctx.Err()
 		case <-f.done:
 			return errors.New("closed")
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 	if err != nil {
