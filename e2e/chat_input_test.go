@@ -251,3 +251,64 @@ func TestChatSurvivesADaemonRestart(t *testing.T) {
 	write("\x03")
 	<-exited
 }
+
+// TestChatCommands drives the chat's commands on a real PTY: a failed
+// call's line is followed by its result's last lines and /tool shows the
+// whole result; /approval reads and sets the control; /clear goes on in a
+// new session and /resume comes back; /exit leaves with 0.
+func TestChatCommands(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.tool("fail", "#!/bin/sh\necho total 36\nfor i in 1 2 3 4 5 6 7 8; do echo line $i; done\necho FAIL add: got -1, want 3\nexit 1\n")
+	w.agent("k", map[string]string{"tools": "fail\n", "policy": "allow tool *\n"})
+	write, out, exited := chatPTY(t, w, "k")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the chat's terminal:\n%s", out.String())
+		}
+	})
+	write("tool fail\r")
+	waitFor(t, "the failed call", 20*time.Second, func() bool { return strings.Contains(out.String(), "│ FAIL add: got -1, want 3") })
+	if s := out.String(); strings.Contains(s, "│ total 36") || !strings.Contains(s, "│ line 8") {
+		t.Fatalf("the failed call's lines are not its tail")
+	}
+	write("/tool\r")
+	waitFor(t, "the whole result", 10*time.Second, func() bool {
+		s := out.String()
+		i := strings.Index(s, "── 1/1 fail")
+		return i >= 0 && strings.Contains(s[i:], "total 36") && strings.Contains(s[i:], "line 1\r\n")
+	})
+	write("/approval\r")
+	waitFor(t, "the approval mode", 10*time.Second, func() bool { return strings.Contains(out.String(), "auto") })
+	write("/approval ask\r")
+	waitFor(t, "the approval set", 10*time.Second, func() bool { return strings.Contains(out.String(), "approval set") })
+	if b, err := os.ReadFile(w.root + "/agent/k.d/approval"); err != nil || string(b) != "ask\n" {
+		t.Fatalf("approval control: %q %v", b, err)
+	}
+	w.writeControl("k", "approval", "auto\n")
+	write("/clear\r")
+	waitFor(t, "the new session", 10*time.Second, func() bool { return strings.Contains(out.String(), "new session chat-") })
+	write("echo in the new one\r")
+	waitFor(t, "its answer", 20*time.Second, func() bool { return strings.Contains(out.String(), "echo: in the new one") })
+	for _, f := range w.events("k", "default") {
+		if f.Type == "user" && strings.Contains(f.Text, "new one") {
+			t.Fatal("/clear: the message went to the old session")
+		}
+	}
+	write("/resume default\r")
+	waitFor(t, "back in default", 10*time.Second, func() bool { return strings.Contains(out.String(), "now in session default") })
+	write("echo back\r")
+	waitFor(t, "its answer", 20*time.Second, func() bool { return strings.Contains(out.String(), "echo: back") })
+	if got := userTexts(w, "k"); got[len(got)-1] != "echo back" {
+		t.Fatalf("/resume: default's messages %q", got)
+	}
+	write("/exit\r")
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("/exit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("/exit did not leave")
+	}
+}

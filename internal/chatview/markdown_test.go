@@ -59,7 +59,7 @@ func TestToolLineAndDuration(t *testing.T) {
 		want                   string
 	}{
 		{"ok", "", "x", 42 * time.Millisecond, "✓ read calc.sh  42 ms"},
-		{"error", "", "\nexit 1\nmore", 300 * time.Millisecond, "✗ read calc.sh  exit 1  300 ms"},
+		{"error", "", "\nexit 1\nmore", 300 * time.Millisecond, "✗ read calc.sh  300 ms"},
 		{"error", "", "", 1300 * time.Millisecond, "✗ read calc.sh  1.3 s"},
 		{"denied", "agent-policy", "no", 0, "⊘ read calc.sh denied by agent-policy"},
 		{"denied", "", "no", 0, "⊘ read calc.sh denied"},
@@ -111,5 +111,20 @@ func TestMarkdownBlocks(t *testing.T) {
 	}
 	if !cut {
 		t.Errorf("the bold phrase was not cut and closed at a line's end:\n%q", out)
+	}
+}
+
+// TestTail: a failed call shows its result's last lines, not its first.
+func TestTail(t *testing.T) {
+	out := "total 36\n-rw a\n-rw b\n\n+ sh test.sh\nFAIL add: got -1, want 3\nexit status 1\n\n"
+	got := Tail(out, 3)
+	if strings.Join(got, "|") != "+ sh test.sh|FAIL add: got -1, want 3|exit status 1" {
+		t.Fatalf("Tail = %q", got)
+	}
+	if got := Tail("a\x1b[31mb", 6); len(got) != 1 || strings.Contains(got[0], "\x1b") {
+		t.Fatalf("control characters kept: %q", got)
+	}
+	if got := Tail("", 6); len(got) != 0 {
+		t.Fatalf("empty: %q", got)
 	}
 }

@@ -160,6 +160,11 @@ func (v *View) Frame(f *ipc.Frame) {
 		}
 		v.tool, v.last = nil, now
 		v.println(colorToolLine(ToolLine(f.Status, label, f.Layer, f.Content, d), f.Status))
+		if f.Status == "error" {
+			for _, l := range Tail(f.Content, TailLines) {
+				v.println(styleFaint.Render("  │ " + cutRunes(l, max(v.o.Width-6, 20))))
+			}
+		}
 	case ipc.TypeAssistant:
 		v.flushText()
 		if !v.text && strings.TrimSpace(f.Text) != "" {
@@ -294,7 +299,8 @@ func Label(name string, args []string) string {
 //	⊘ bash denied by agent-policy
 //	⊘ bash cancelled  2.0 s
 //
-// The detail of an error is the first line of its result.
+// An error's line has no detail: its result's last lines follow it
+// (Tail), where a failure says what failed.
 func ToolLine(status, label, layer, content string, d time.Duration) string {
 	dur := ""
 	if d > 0 {
@@ -312,11 +318,27 @@ func ToolLine(status, label, layer, content string, d time.Duration) string {
 	case "cancelled":
 		return "⊘ " + label + " cancelled" + dur
 	}
-	detail := ""
-	if s := sessions.Short(content); s != "" {
-		detail = "  " + cutRunes(s, 60)
+	return "✗ " + label + dur
+}
+
+// TailLines is how many lines of a failed call's result the chat shows.
+const TailLines = 6
+
+// Tail is the last n non-blank lines of a tool's result, control
+// characters as U+FFFD: where a failing command says why (its first line
+// is often a listing's "total 36").
+func Tail(content string, n int) []string {
+	var out []string
+	lines := strings.Split(strings.TrimRight(content, "\n"), "\n")
+	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
+		if l := strings.TrimRight(lines[i], " \t\r"); strings.TrimSpace(l) != "" {
+			out = append(out, sessions.Clean(l))
+		}
 	}
-	return "✗ " + label + detail + dur
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
 }
 
 func colorToolLine(s, status string) string {

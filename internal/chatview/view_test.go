@@ -89,7 +89,7 @@ func TestViewRun(t *testing.T) {
 	got := screen(b.String())
 	want := []string{
 		"✓ read calc.sh  42 ms\n",
-		"✗ bash \"sh test.sh\"  FAIL add  300 ms\n",
+		"✗ bash \"sh test.sh\"  300 ms\n  │ FAIL add\n  │ exit status 1\n",
 		"⊘ bash \"rm -rf /\" denied by agent-policy\n",
 		"Fixed",
 		"Some text here.",

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/cortexfs/ctx/internal/chatview"
 	"github.com/cortexfs/ctx/internal/client"
+	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/lineedit"
+	"github.com/cortexfs/ctx/internal/sessions"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -122,7 +125,9 @@ func (c *ChatCmd) Run(env *Env) error {
 			continue
 		}
 		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") && !strings.Contains(line, "\n") {
-			c.command(env, t, strings.TrimSpace(line))
+			if c.command(env, t, strings.TrimSpace(line)) == errLeave {
+				return nil
+			}
 			continue
 		}
 		line = strings.TrimPrefix(line, "/") // "//x" sends "/x"
@@ -154,22 +159,62 @@ func (c *ChatCmd) Run(env *Env) error {
 }
 
 // chatHelp lists the chat commands.
-const chatHelp = `/sessions          the agent's sessions (ctx agent sessions)
-/history [SESSION] this session's transcript, or another's (ctx agent history)
-/cancel            cancel this session's active run, from any client (ctx agent cancel)
-/prompt            the exact prompt the next run sends (ctx agent prompt)
-/help              this list
-A line starting with // sends the rest starting with /. Ctrl+C cancels a
-run; Ctrl+C or Ctrl+D at the prompt exits.
+const chatHelp = `/sessions            the agent's sessions (ctx agent sessions)
+/history [SESSION]   this session's transcript, or another's (ctx agent history)
+/resume SESSION      go on in another session (its transcript first)
+/clear               start a new session (the old one is kept)
+/tool [N]            the whole result of this session's last tool call, or the Nth of its last run
+/model [MODEL]       the agent's model, or set it (ctx agent set AGENT model)
+/approval [auto|ask] the agent's approval mode, or set it
+/cancel              cancel this session's active run, from any client (ctx agent cancel)
+/prompt              the exact prompt the next run sends (ctx agent prompt)
+/exit, /quit         leave (Ctrl+C or Ctrl+D at the prompt too)
+/help                this list
+A line starting with // sends the rest starting with /. Enter sends,
+Alt+Enter or Ctrl+J starts a new line; a paste is one message. Ctrl+C
+cancels a run; at a question y allows once, n denies, Ctrl+C cancels.
 `
+
+// errLeave is /exit's: the chat ends.
+var errLeave = errors.New("leave")
 
 // command runs a chat command with its output on the
 // terminal; errors are shown, never fatal to the chat.
-func (c *ChatCmd) command(env *Env, t io.Writer, line string) {
+func (c *ChatCmd) command(env *Env, t io.Writer, line string) error {
 	words := strings.Fields(line)
 	sub := &Env{Ctx: env.Ctx, Layout: env.Layout, Stdin: env.Stdin, Stdout: t, Stderr: t}
 	var err error
 	switch words[0] {
+	case "/exit", "/quit":
+		return errLeave
+	case "/clear":
+		c.Session = "chat-" + time.Now().Format("20060102-150405")
+		fmt.Fprintf(t, "\x1b[H\x1b[2J")
+		fmt.Fprintf(t, "new session %s; the one before is kept (/resume NAME, ctx agent history)\n", c.Session)
+	case "/resume":
+		if len(words) < 2 {
+			fmt.Fprintln(t, "/resume SESSION; the sessions:")
+			err = (&SessionsCmd{Name: c.Name}).Run(sub)
+			break
+		}
+		if err = layout.CheckName("session", words[1]); err != nil {
+			break
+		}
+		c.Session = words[1]
+		err = (&HistoryCmd{Name: c.Name, Session: c.Session, Scope: c.Scope}).Run(sub)
+		fmt.Fprintf(t, "now in session %s\n", c.Session)
+	case "/tool":
+		err = c.showTool(env, t, words[1:])
+	case "/model", "/approval":
+		control := strings.TrimPrefix(words[0], "/")
+		if len(words) > 1 {
+			err = (&AgentSetCmd{Name: c.Name, Control: control, Value: strings.Join(words[1:], " ")}).Run(sub)
+			if err == nil {
+				fmt.Fprintf(t, "%s set: the next run uses it\n", control)
+			}
+			break
+		}
+		err = (&AgentGetCmd{Name: c.Name, Control: control}).Run(sub)
 	case "/help", "/?":
 		fmt.Fprint(t, chatHelp)
 	case "/sessions":
@@ -190,10 +235,69 @@ func (c *ChatCmd) command(env *Env, t io.Writer, line string) {
 	if err != nil {
 		var ee *ExitError
 		if errors.As(err, &ee) && ee.Err == nil {
-			return
+			return nil
 		}
 		fmt.Fprintf(t, "%s: %v\n", words[0], err)
 	}
+	return nil
+}
+
+// showTool prints the whole result of a tool call of the session, read
+// from its log: the last call, or the Nth (from 1) of the last run that
+// made calls. Control characters are shown as U+FFFD.
+func (c *ChatCmd) showTool(env *Env, t io.Writer, args []string) error {
+	n := 0
+	if len(args) > 0 {
+		v, err := strconv.Atoi(args[0])
+		if err != nil || v < 1 {
+			return fmt.Errorf("want /tool or /tool N (N from 1), not %q", args[0])
+		}
+		n = v
+	}
+	type call struct {
+		name    string
+		args    []string
+		status  string
+		content string
+	}
+	var last []call // the last run's calls
+	run := ""
+	dir := env.Layout.SessionDir(c.Name, c.Scope, c.Session)
+	_, err := sessions.ScanDir(dir, func(f *sessions.Frame) {
+		switch f.Type {
+		case ipc.TypeToolCall:
+			if f.Run != run {
+				run, last = f.Run, nil
+			}
+			last = append(last, call{name: f.Name, args: f.Args})
+		case ipc.TypeToolResult:
+			if f.Run == run && len(last) > 0 {
+				for i := len(last) - 1; i >= 0; i-- {
+					if last[i].status == "" {
+						last[i].status, last[i].content = f.Status, f.Content
+						break
+					}
+				}
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if len(last) == 0 {
+		return errors.New("no tool call in this session yet")
+	}
+	i := len(last) - 1
+	if n > 0 {
+		if n > len(last) {
+			return fmt.Errorf("the last run made %d calls", len(last))
+		}
+		i = n - 1
+	}
+	cl := last[i]
+	fmt.Fprintf(t, "── %d/%d %s  %s\n%s\n", i+1, len(last), chatview.Label(cl.name, cl.args), cl.status,
+		strings.TrimRight(sessions.Clean(cl.content), "\n"))
+	return nil
 }
 
 // runRendered follows one run with the chat rendered (chatview): tool
@@ -302,6 +406,13 @@ func (c *ChatCmd) runOnTerminal(t io.Writer, fw *client.Follower, keys <-chan by
 			case ipc.TypeToolCall:
 				fmt.Fprintf(t, "  · %s %s\n", f.Name, strings.Join(f.Args, " "))
 			case ipc.TypeToolResult:
+				if f.Status == "error" { // where a failure says why: its last lines
+					fmt.Fprintf(t, "  · error\n")
+					for _, l := range chatview.Tail(f.Content, chatview.TailLines) {
+						fmt.Fprintf(t, "    %s\n", l)
+					}
+					break
+				}
 				fmt.Fprintf(t, "  · %s: %s\n", f.Status, firstLine(f.Content))
 			case ipc.TypeApprovalRequest:
 				pending = &question{f: f, shown: time.Now()}
