@@ -8,10 +8,15 @@
 // terminal that has scrolled is not reliable. So the view renders each
 // block as soon as it is closed (a blank line outside a code fence, a
 // fence's closing line, a heading line; see Blocks) and shows the block
-// still open on the one live line — its last line, cut to the width —
-// beside the spinner. The live line is the only text ever rewritten, and
-// it is one row, so it can always be erased. The open block is rendered
-// when the model calls a tool or the answer ends.
+// still open as it grows: whenever its text has no construct left open (an
+// even count of backticks and of ** and __, no [ without its ]), the block
+// so far is rendered and its lines but the last — wrapped to the width,
+// so a long paragraph scrolls by as it streams — are printed and never
+// again; the last, still growing, is the live line beside the spinner.
+// When the block closes, the lines of its rendering not yet printed are.
+// The live line is the only text ever rewritten, and it is one row, so it
+// can always be erased. The open block is closed when the model calls a
+// tool or the answer ends.
 //
 // A View is not safe for concurrent use: one goroutine feeds it frames and
 // ticks (the client's frame loop).
@@ -82,6 +87,7 @@ type View struct {
 	last     time.Time // the last frame that showed progress
 	gotToken bool      // a delta arrived in this run
 	text     bool      // this run printed assistant text
+	shown    int       // rendered lines of the open block already printed
 	tool     *running  // the call in flight
 	live     bool      // the live line is on screen
 	active   bool      // between Begin and done
@@ -117,7 +123,7 @@ func (v *View) Begin() {
 	now := v.o.Now()
 	v.begun, v.last = now, now
 	v.gotToken, v.text, v.tool, v.active = false, false, nil, true
-	v.blocks = Blocks{}
+	v.blocks, v.shown = Blocks{}, 0
 	v.drawLive()
 }
 
@@ -145,6 +151,7 @@ func (v *View) Frame(f *ipc.Frame) {
 		for _, b := range v.blocks.Write(f.Text) {
 			v.printBlock(b)
 		}
+		v.printSettled()
 	case ipc.TypeToolCall:
 		v.flushText()
 		v.tool = &running{label: Label(f.Name, f.Args), started: now}
@@ -224,9 +231,20 @@ func (v *View) flushText() {
 	}
 }
 
+// printBlock prints a closed block: the lines of its rendering not
+// printed while it was open (printSettled).
 func (v *View) printBlock(md string) {
 	out := v.md.Render(md)
+	shown := v.shown
+	v.shown = 0
 	if out == "" {
+		return
+	}
+	if shown > 0 {
+		lines := strings.Split(out, "\n")
+		if shown < len(lines) {
+			v.println(strings.Join(lines[shown:], "\n"))
+		}
 		return
 	}
 	if v.text {
@@ -234,6 +252,38 @@ func (v *View) printBlock(md string) {
 	}
 	v.text = true
 	v.println(out)
+}
+
+// printSettled prints the open block's rendered lines but the last, when
+// its text has nothing left open that could change them.
+func (v *View) printSettled() {
+	p := v.blocks.Pending()
+	if strings.TrimSpace(p) == "" || !settled(p) {
+		return
+	}
+	lines := strings.Split(v.md.Render(p), "\n")
+	if len(lines)-1 <= v.shown {
+		return
+	}
+	out := strings.Join(lines[v.shown:len(lines)-1], "\n")
+	if v.shown == 0 && v.text {
+		out = "\n" + out
+	}
+	v.text = true
+	v.shown = len(lines) - 1
+	v.println(out)
+}
+
+// settled says whether an open block's text has no inline construct
+// left open — whose closing would change how the lines before render. A
+// fenced block is literal: its lines are settled as they come.
+func settled(p string) bool {
+	if fenceOf(strings.TrimLeft(p, "\n")) != "" {
+		return true
+	}
+	return strings.Count(p, "`")%2 == 0 && strings.Count(p, "**")%2 == 0 &&
+		strings.Count(p, "__")%2 == 0 && strings.Count(p, "[") == strings.Count(p, "]") &&
+		strings.Count(p, "<") == strings.Count(p, ">")
 }
 
 // println writes text and a newline above the live line.
@@ -270,10 +320,15 @@ func (v *View) drawLive() {
 		s = sp + " " + v.tool.label + "  " + styleFaint.Render(Duration(now.Sub(v.tool.started)))
 	case strings.TrimSpace(v.blocks.Pending()) != "":
 		p := strings.TrimRight(v.blocks.Pending(), "\n")
-		if i := strings.LastIndexByte(p, '\n'); i >= 0 {
+		if v.shown > 0 {
+			// The growing last line of the rendering: the words after
+			// the printed lines.
+			lines := strings.Split(v.md.Render(p), "\n")
+			p = plainText(lines[len(lines)-1])
+		} else if i := strings.LastIndexByte(p, '\n'); i >= 0 {
 			p = p[i+1:]
 		}
-		s = sp + " " + styleFaint.Render(sessions.Clean(strings.ReplaceAll(p, "\t", " ")))
+		s = sp + " " + styleFaint.Render(sessions.Clean(strings.TrimSpace(strings.ReplaceAll(p, "\t", " "))))
 	case !v.gotToken:
 		s = sp + " " + styleFaint.Render("waiting for the model  "+Duration(now.Sub(v.begun)))
 	default:

@@ -115,3 +115,57 @@ func TestViewRun(t *testing.T) {
 		t.Errorf("blocks not separated by a blank line:\n%q", got)
 	}
 }
+
+// TestViewStreamsALongParagraph: a paragraph streamed a word at a time is
+// printed line by line, wrapped, while it streams (not held on one cut
+// live line until it ends), and the screen at the end holds exactly the
+// whole rendering once: no line lost or repeated. One with an open ** is
+// held until it closes.
+func TestViewStreamsALongParagraph(t *testing.T) {
+	words := strings.Fields(strings.Repeat("the quick brown fox jumps over the lazy dog and keeps running ", 12))
+	for _, tc := range []struct {
+		name  string
+		text  []string
+		early bool // lines printed before the end
+	}{
+		{"plain", words, true},
+		{"open bold", append([]string{"**"}, words...), false},
+		{"second paragraph", append(append(append([]string{}, words[:10]...), "\n\n"), words...), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			v, err := New(&b, Options{Width: 50, Now: newClock().now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v.Begin()
+			var all strings.Builder
+			for i, w := range tc.text {
+				if i > 0 && w != "\n\n" && !strings.HasSuffix(all.String(), "\n") && !strings.HasSuffix(all.String(), "**") {
+					w = " " + w
+				}
+				all.WriteString(w)
+				v.Frame(&ipc.Frame{Type: ipc.TypeDelta, Text: w})
+				if i == len(tc.text)*3/4 {
+					lines := strings.Count(screen(b.String()), "\n")
+					if tc.early && lines < 5 {
+						t.Fatalf("%d lines on the screen three quarters through:\n%s", lines, screen(b.String()))
+					}
+					if !tc.early && lines > 1 {
+						t.Fatalf("an open ** printed lines early:\n%s", screen(b.String()))
+					}
+				}
+			}
+			v.Frame(&ipc.Frame{Type: ipc.TypeAssistant, Text: all.String()})
+			v.Frame(&ipc.Frame{Type: ipc.TypeDone, Status: "ok"})
+			got := screen(b.String())
+			want := plain(v.md.Render(all.String()))
+			if tc.name == "second paragraph" {
+				want = plain(v.md.Render(strings.Join(words[:10], " ")) + "\n\n" + v.md.Render(strings.Join(words, " ")))
+			}
+			if !strings.Contains(got, want+"\n") {
+				t.Fatalf("the screen:\n%s\nwant the rendering:\n%s", got, want)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cortexfs/ctx/internal/chatview"
 	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/prices"
@@ -148,7 +149,7 @@ type HistoryCmd struct {
 	Name    string `arg:"" help:"Agent name."`
 	Session string `default:"default" help:"Session name."`
 	Scope   string `default:"private" enum:"private,shared" help:"private or shared."`
-	JSON    bool   `name:"json" help:"One JSON object per transcript entry (kind: run user tool assistant error cancelled warning candidate done open)."`
+	JSON    bool   `name:"json" help:"One JSON object per transcript entry (kind: run user tool assistant partial error cancelled warning candidate done open)."`
 }
 
 // Help is the long help of `ctx agent history --help`.
@@ -176,6 +177,11 @@ func (c *HistoryCmd) Run(env *Env) error {
 	out := bufio.NewWriter(env.Stdout)
 	defer out.Flush()
 	tw := &sessions.TextWriter{W: out}
+	if ok, width := prettyOut(env); ok && !c.JSON {
+		if md, err := chatview.NewMarkdown(width); err == nil {
+			tw.Markdown = md.Render
+		}
+	}
 	var werr error
 	emit := func(e sessions.Entry) {
 		if e.Kind == sessions.KindDone && len(e.Usage) > 0 && table != nil {

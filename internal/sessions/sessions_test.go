@@ -404,3 +404,42 @@ func TestRemoveArchivesThenDeletes(t *testing.T) {
 		t.Fatalf("bad name: %v", err)
 	}
 }
+
+// TestTranscriptKeepsCancelledText: what a run streamed before it was
+// cancelled (or failed) is in the transcript, once, before the
+// cancellation; an answered run's deltas are not repeated.
+func TestTranscriptKeepsCancelledText(t *testing.T) {
+	var got []Entry
+	tr := &Transcript{Emit: func(e Entry) { got = append(got, e) }}
+	log := `{"type":"user","session":"s","seq":1,"ts":"2025-01-02T15:04:05Z","run":"r1","id":"a","text":"go"}
+{"type":"start","session":"s","seq":2,"ts":"2025-01-02T15:04:05Z","run":"r1","id":"a","op":"send"}
+{"type":"delta","session":"s","seq":3,"ts":"2025-01-02T15:04:05Z","run":"r1","text":"half of "}
+{"type":"delta","session":"s","seq":4,"ts":"2025-01-02T15:04:05Z","run":"r1","text":"an answer"}
+{"type":"cancelled","session":"s","seq":5,"ts":"2025-01-02T15:04:06Z","run":"r1"}
+{"type":"done","session":"s","seq":6,"ts":"2025-01-02T15:04:06Z","run":"r1","id":"a","status":"cancelled"}
+{"type":"user","session":"s","seq":7,"ts":"2025-01-02T15:04:07Z","run":"r2","id":"b","text":"again"}
+{"type":"delta","session":"s","seq":8,"ts":"2025-01-02T15:04:07Z","run":"r2","text":"whole"}
+{"type":"assistant","session":"s","seq":9,"ts":"2025-01-02T15:04:07Z","run":"r2","text":"whole"}
+{"type":"done","session":"s","seq":10,"ts":"2025-01-02T15:04:07Z","run":"r2","id":"b","status":"ok"}
+`
+	Scan(strings.NewReader(log), tr.Frame)
+	tr.End(true)
+	var kinds []string
+	for _, e := range got {
+		kinds = append(kinds, e.Kind)
+	}
+	if k := strings.Join(kinds, ","); k != "run,user,partial,cancelled,done,run,user,assistant,done" {
+		t.Fatalf("kinds %s", k)
+	}
+	if got[2].Text != "half of an answer" {
+		t.Fatalf("partial %q", got[2].Text)
+	}
+	var b strings.Builder
+	w := &TextWriter{W: &b, Markdown: func(s string) string { return "<md>" + s + "</md>" }}
+	for _, e := range got {
+		w.Write(e)
+	}
+	if !strings.Contains(b.String(), "<md>half of an answer</md>\n  cancelled") || !strings.Contains(b.String(), "<md>whole</md>") {
+		t.Fatalf("text:\n%s", b.String())
+	}
+}

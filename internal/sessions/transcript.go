@@ -26,6 +26,7 @@ const (
 	KindCandidate = "candidate" // a model candidate skipped: Name (model), Status, Text (reason)
 	KindDone      = "done"      // Status, DurationMS, Usage
 	KindOpen      = "open"      // the log ends inside this run: Status is the session state, Text what was streamed so far
+	KindPartial   = "partial"   // what a cancelled or failed run streamed before it ended: Text
 )
 
 // Tool call statuses beyond the tool_result ones (ok error denied cancelled).
@@ -153,10 +154,12 @@ func (t *Transcript) Frame(f *Frame) {
 			return
 		}
 		t.flushCalls(CallNoResult)
+		t.emitPartial(e)
 		e.Kind, e.Code, e.Text = KindError, f.Code, f.Message
 		t.Emit(e)
 	case ipc.TypeCancelled:
 		t.flushCalls(CallNoResult)
+		t.emitPartial(e)
 		e.Kind = KindCancelled
 		t.Emit(e)
 	case ipc.TypeWarning:
@@ -185,6 +188,17 @@ func (t *Transcript) Frame(f *Frame) {
 		}
 		t.partial.Reset()
 	}
+}
+
+// emitPartial keeps what a run streamed before it was cancelled or failed
+// (no assistant frame will say it): the person saw it.
+func (t *Transcript) emitPartial(e Entry) {
+	if strings.TrimSpace(t.partial.String()) == "" {
+		return
+	}
+	e.Kind, e.Text = KindPartial, t.partial.String()
+	t.partial.Reset()
+	t.Emit(e)
 }
 
 func removeCall(cs []*Entry, c *Entry) []*Entry {
@@ -267,6 +281,9 @@ func bad(r rune) bool {
 //	  (ok · 1.2s · usage input=812 output=64)
 type TextWriter struct {
 	W io.Writer
+	// Markdown renders an answer for a terminal (chatview); nil prints
+	// it as written.
+	Markdown func(string) string
 	// Local formats timestamps (time.Local unless set).
 	Loc *time.Location
 	err error
@@ -302,7 +319,9 @@ func (w *TextWriter) Write(e Entry) {
 		}
 		w.printf("%s\n", line)
 	case KindAssistant:
-		w.printf("%s\n", strings.TrimRightFunc(Clean(e.Text), unicode.IsSpace))
+		w.printf("%s\n", w.answer(e.Text))
+	case KindPartial:
+		w.printf("%s\n", w.answer(e.Text))
 	case KindError:
 		w.printf("  error %s: %s\n", e.Code, indent(Clean(e.Text), "    "))
 	case KindCancelled:
@@ -336,6 +355,14 @@ func (w *TextWriter) Write(e Entry) {
 			w.printf("  (%s …)\n", e.Status)
 		}
 	}
+}
+
+// answer is an answer's text as printed: rendered when Markdown is set.
+func (w *TextWriter) answer(text string) string {
+	if w.Markdown != nil {
+		return w.Markdown(text) // the renderer cleans control characters itself
+	}
+	return strings.TrimRightFunc(Clean(text), unicode.IsSpace)
 }
 
 func (w *TextWriter) when(ts string) string {
