@@ -111,23 +111,18 @@ func TestChatInputIsNeverLostOrMultiplied(t *testing.T) {
 		t.Fatalf("after the refused paste: user frames %d, last %q", len(got), got[len(got)-1])
 	}
 
-	write("\x03") // Ctrl+C at the prompt: the chat exits
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("chat did not exit on Ctrl+C at the prompt")
-	}
+	leaveChat(t, write, exited)
 
-	// The next chat: ↑ goes back through this one's messages ("keep this",
-	// then "echo a\nb"; the 400 KiB one is over the history's entry bound).
+	// The next chat: ↑ goes back through this one's lines ("/exit", "keep
+	// this", then "echo a\nb"; the 400 KiB one is over the history's entry
+	// bound).
 	write, _, exited = chatPTY(t, w, "ci")
-	write("\x1b[A\x1b[A\r")
+	write("\x1b[A\x1b[A\x1b[A\r")
 	got = waitUsers(t, w, "ci", 5)
 	if len(got) != 5 || got[4] != "echo a\nb" {
 		t.Fatalf("history across chats: user frames %d, last %q", len(got), got[len(got)-1])
 	}
-	write("\x03")
-	<-exited
+	leaveChat(t, write, exited)
 }
 
 // TestChatQuestionNeedsADeliberateKey drives an approval question in chat
@@ -200,8 +195,7 @@ func TestChatQuestionNeedsADeliberateKey(t *testing.T) {
 			t.Fatal("a cancelled question's call ran")
 		}
 	}
-	write("\x03")
-	<-exited
+	leaveChat(t, write, exited)
 }
 
 // TestChatSurvivesADaemonRestart: the daemon SIGKILLed in the middle of a
@@ -248,8 +242,7 @@ func TestChatSurvivesADaemonRestart(t *testing.T) {
 	if n := starts(w, "r"); n != 2 {
 		t.Fatalf("%d runs started, want 2 (the interrupted one never again)", n)
 	}
-	write("\x03")
-	<-exited
+	leaveChat(t, write, exited)
 }
 
 // TestChatCommands drives the chat's commands on a real PTY: a failed
@@ -310,5 +303,21 @@ func TestChatCommands(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("/exit did not leave")
+	}
+}
+
+// leaveChat types /exit — kept as type-ahead if the chat has not yet come
+// back to its prompt after a run (a Ctrl+C then would be the run's) — and
+// waits for the chat to end.
+func leaveChat(t *testing.T, write func(string), exited chan error) {
+	t.Helper()
+	write("/exit\r")
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("chat: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("chat did not leave on /exit")
 	}
 }

@@ -6,6 +6,7 @@
 //	ctxd doctor [--json]   the checks of `ctx doctor`
 //	ctxd mcp-tools NAME [--agent A]   `ctx mcp tools` (it starts a sandbox)
 //	ctxd reap ROOT UID     the daemon's reaper (internal/reaper), started by the daemon
+//	ctxd provider add|list|test …   `ctx provider` (ctxd links the provider code)
 package main
 
 import (
@@ -48,6 +49,15 @@ func run(args []string) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		err = ctxd.MCPTools(ctx, l, args[1], agent, os.Stdout, os.Stderr)
+	case args[0] == "provider":
+		var p ctxd.ProviderArgs
+		if p, err = ctxd.ParseProviderArgs(args[1:]); err == nil {
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			err = ctxd.Provider(ctx, l, p, os.Stdin, os.Stdout, os.Stderr)
+		} else {
+			err = &ctxd.ExitError{Code: ctxd.ExitUsage, Err: err}
+		}
 	case args[0] == reaper.Command:
 		err = reaper.Run(args[1:], os.NewFile(3, "daemon"), os.Stderr)
 	default:

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
+	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcpinstall"
 	"github.com/cortexfs/ctx/internal/pathin"
 )
@@ -53,8 +55,14 @@ func (c *AgentCreateCmd) Run(env *Env) error {
 			return Exit(ExitUsage, fmt.Errorf("create %s: %w", c.Name, err))
 		}
 	}
-	return agentdef.Create(env.Layout, c.Name, agentdef.CreateOptions{Exec: exe, ABI: c.ABI, ACP: launch,
-		Models: c.Model, Approval: c.Approval, Window: c.Window, Tools: c.Tools})
+	if err := agentdef.Create(env.Layout, c.Name, agentdef.CreateOptions{Exec: exe, ABI: c.ABI, ACP: launch,
+		Models: c.Model, Approval: c.Approval, Window: c.Window, Tools: c.Tools}); err != nil {
+		return err
+	}
+	for _, w := range keyWarnings(env.Layout, c.Model, os.Getenv) {
+		fmt.Fprintln(env.Stderr, "ctx: warning: "+w)
+	}
+	return nil
 }
 
 // acpLaunch is .d/acp.json of an acp-v1 agent, resolved
@@ -167,4 +175,47 @@ func (c *AgentSetCmd) Run(env *Env) error {
 		return Exit(ExitUsage, err)
 	}
 	return nil
+}
+
+// keyWarnings names the candidates whose provider has no key in sight:
+// anthropic and openai (which always need one) and a providers.json
+// entry with api_key_env, when neither that variable (in this shell; the
+// daemon reads its own) nor the owner's secrets file holds one. A
+// provider without api_key_env may be a local server: no warning. Read
+// here without the provider package (which would link net/http into
+// every ctx command).
+func keyWarnings(l layout.Layout, models []string, getenv func(string) string) []string {
+	var file struct {
+		Providers map[string]struct {
+			APIKeyEnv *string `json:"api_key_env"`
+		} `json:"providers"`
+	}
+	if b, err := os.ReadFile(filepath.Join(l.Root, "providers.json")); err == nil {
+		_ = json.Unmarshal(b, &file)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range models {
+		name, _, _ := strings.Cut(m, "/")
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		env := map[string]string{"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}[name]
+		if p, ok := file.Providers[name]; ok && p.APIKeyEnv != nil {
+			env = *p.APIKeyEnv
+		}
+		if env == "" {
+			continue
+		}
+		if getenv(env) != "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(l.UserHome(), "secrets", name)); err == nil {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: provider %s has no key ($%s is not set here and there is no %s); its runs will fail until one is added: ctx provider add %s",
+			m, name, env, filepath.Join(l.UserHome(), "secrets", name), name))
+	}
+	return out
 }

@@ -89,6 +89,7 @@ type CLI struct {
 	Acp      AcpCmd           `cmd:"" name:"acp" help:"Serve an agent over the Agent Client Protocol on stdin/stdout, for an editor. Example: ctx acp demo"`
 	Mcp      McpCmd           `cmd:"" name:"mcp" help:"MCP servers as tsh tools (SERVER.TOOL). Example: ctx mcp add fs -- mcp-server-filesystem /workspace"`
 	Terminal TerminalCmd      `cmd:"" help:"Terminal resources of agent sessions. Example: ctx terminal status demo"`
+	Provider ProviderCmd      `cmd:"" help:"Model providers: declare one, store its key, list them, test one. Example: ctx provider add anthropic"`
 	Doctor   DoctorCmd        `cmd:"" help:"Check that this machine can run ctx safely; name the fix for each failure. Example: ctx doctor"`
 	Logs     LogsCmd          `cmd:"" help:"Print the daemon's log (the journal when the systemd unit runs it). Example: ctx logs -f"`
 	Ps       PsCmd            `cmd:"" help:"What is running now: active runs across agents and live terminals. Example: ctx ps"`

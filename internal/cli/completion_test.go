@@ -52,7 +52,7 @@ func TestComplete(t *testing.T) {
 		words []string
 		want  string // candidate values joined by spaces, then the directive
 	}{
-		{[]string{""}, "init daemon agent acp mcp terminal doctor logs ps install-units completion"},
+		{[]string{""}, "init daemon agent acp mcp terminal provider doctor logs ps install-units completion"},
 		{[]string{"ag"}, "agent"},
 		{[]string{"agent", "se"}, "set send sessions"},
 		{[]string{"agent", "send", ""}, "bot demo"},

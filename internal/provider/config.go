@@ -56,6 +56,9 @@ type ProviderConfig struct {
 	BaseURL   string
 	APIKey    Secret // zero: send no credential (local servers)
 	KeyError  error  // a credential source was refused; Dispatch reports the candidate failed
+	// KeySource says where the key came from, never the key: "$NAME", the
+	// secrets file's path, or "" (none).
+	KeySource string
 	MaxTokens int    // W11: a fixed output limit; for openai 0 omits it
 	// MaxTokensField is the openai request field carrying MaxTokens:
 	// "max_completion_tokens" (OpenAI's current name) or "max_tokens" (what
@@ -277,11 +280,14 @@ func resolve(name string, fp fileProvider, root string, uid int, getenv func(str
 				pc.KeyError = fmt.Errorf("%w: $%s %w", ErrCredentials, keyEnv, err)
 				return pc, nil
 			}
-			pc.APIKey = NewSecret(v)
+			pc.APIKey, pc.KeySource = NewSecret(v), "$"+keyEnv
 			return pc, nil
 		}
 	}
 	pc.APIKey, pc.KeyError = readSecret(SecretsPath(root, uid, name), uid)
+	if !pc.APIKey.IsZero() || pc.KeyError != nil {
+		pc.KeySource = SecretsPath(root, uid, name)
+	}
 	return pc, nil
 }
 
