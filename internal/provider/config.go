@@ -51,15 +51,15 @@ type Config struct {
 
 // ProviderConfig is one resolved provider entry.
 type ProviderConfig struct {
-	Name      string
-	Kind      string // KindAnthropic or KindOpenAI
-	BaseURL   string
-	APIKey    Secret // zero: send no credential (local servers)
-	KeyError  error  // a credential source was refused; Dispatch reports the candidate failed
+	Name     string
+	Kind     string // KindAnthropic or KindOpenAI
+	BaseURL  string
+	APIKey   Secret // zero: send no credential (local servers)
+	KeyError error  // a credential source was refused; Dispatch reports the candidate failed
 	// KeySource says where the key came from, never the key: "$NAME", the
 	// secrets file's path, or "" (none).
 	KeySource string
-	MaxTokens int    // W11: a fixed output limit; for openai 0 omits it
+	MaxTokens int // W11: a fixed output limit; for openai 0 omits it
 	// MaxTokensField is the openai request field carrying MaxTokens:
 	// "max_completion_tokens" (OpenAI's current name) or "max_tokens" (what
 	// Ollama's /v1, llama.cpp and most compatible servers read). Default:
