@@ -271,6 +271,12 @@ func (m *modelEngine) onModelCandidate(c actor.Context, e *modelCandidate) {
 	if e.turn != m.turn || m.r.phase.concluded() {
 		return
 	}
+	if e.status == provider.CandidateRetrying {
+		// A retry changes nothing but the wait: a warning, seen live
+		// (candidate frames are for candidates given up on).
+		m.r.warn(c, []string{"model " + e.model + ": " + e.reason})
+		return
+	}
 	m.r.emit(c, &ipc.Frame{Type: ipc.TypeCandidate, Model: e.model, Status: e.status, Reason: e.reason})
 }
 

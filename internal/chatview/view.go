@@ -83,16 +83,17 @@ type View struct {
 	md     *Markdown
 	blocks Blocks
 
-	begun    time.Time // the run began (Begin)
-	last     time.Time // the last frame that showed progress
-	gotToken bool      // a delta arrived in this run
-	text     bool      // this run printed assistant text
-	shown    int       // rendered lines of the open block already printed
-	tool     *running  // the call in flight
-	live     bool      // the live line is on screen
-	active   bool      // between Begin and done
-	spin     int
-	err      error
+	begun      time.Time // the run began (Begin)
+	last       time.Time // the last frame that showed progress
+	gotToken   bool      // a delta arrived in this run
+	text       bool      // this run printed assistant text
+	shown      int       // rendered lines of the open block already printed
+	candidates int       // candidate frames shown in this run
+	tool       *running  // the call in flight
+	live       bool      // the live line is on screen
+	active     bool      // between Begin and done
+	spin       int
+	err        error
 }
 
 type running struct {
@@ -123,7 +124,7 @@ func (v *View) Begin() {
 	now := v.o.Now()
 	v.begun, v.last = now, now
 	v.gotToken, v.text, v.tool, v.active = false, false, nil, true
-	v.blocks, v.shown = Blocks{}, 0
+	v.blocks, v.shown, v.candidates = Blocks{}, 0, 0
 	v.drawLive()
 }
 
@@ -178,12 +179,19 @@ func (v *View) Frame(f *ipc.Frame) {
 			v.printBlock(f.Text)
 		}
 	case ipc.TypeWarning:
-		v.println(styleDenied.Render("! ") + styleFaint.Render(sessions.Clean(f.Message)))
+		v.printNote(styleDenied.Render("! "), styleFaint, sessions.Clean(f.Message))
 	case ipc.TypeCandidate:
-		v.println(styleFaint.Render(fmt.Sprintf("↷ model %s %s: %s", sessions.Clean(f.Model), f.Status, sessions.Clean(f.Reason))))
+		v.candidates++
+		v.printNote(styleFaint.Render("↷ "), styleFaint, fmt.Sprintf("model %s %s: %s", sessions.Clean(f.Model), f.Status, sessions.Clean(f.Reason)))
 	case ipc.TypeError:
 		v.flushText()
-		v.println(styleErr.Render(fmt.Sprintf("✗ error %s: %s", f.Code, sessions.Clean(f.Message))))
+		msg := sessions.Clean(f.Message)
+		if f.Code == ipc.CodeModelUnavailable && v.candidates > 0 {
+			// Each candidate's failure is on its ↷ line above: the
+			// error that joins them all would say it all twice.
+			msg = "no model candidate answered (each one's reason is above)"
+		}
+		v.printNote(styleErr.Render("✗ "), styleErr, fmt.Sprintf("error %s: %s", f.Code, msg))
 	case ipc.TypeCancelled:
 		v.flushText()
 		v.println(styleFaint.Render("(cancelled)"))
@@ -284,6 +292,21 @@ func settled(p string) bool {
 	return strings.Count(p, "`")%2 == 0 && strings.Count(p, "**")%2 == 0 &&
 		strings.Count(p, "__")%2 == 0 && strings.Count(p, "[") == strings.Count(p, "]") &&
 		strings.Count(p, "<") == strings.Count(p, ">")
+}
+
+// printNote prints a notice — a warning, a skipped candidate, an error —
+// wrapped at word boundaries to the terminal (never cut mid-word by it),
+// the lines after the first indented under the text.
+func (v *View) printNote(mark string, st sgrStyle, text string) {
+	lines := strings.Split(ansi.Wrap(text, max(v.o.Width-3, 20), ""), "\n")
+	for i, l := range lines {
+		if i == 0 {
+			lines[i] = mark + st.Render(l)
+		} else {
+			lines[i] = "  " + st.Render(l)
+		}
+	}
+	v.println(strings.Join(lines, "\n"))
 }
 
 // println writes text and a newline above the live line.

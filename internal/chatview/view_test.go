@@ -169,3 +169,34 @@ func TestViewStreamsALongParagraph(t *testing.T) {
 		})
 	}
 }
+
+// TestViewNotesWrapAndDoNotRepeat: a failed candidate's long reason wraps
+// at words within the width; the run's model_unavailable error, whose
+// message joins the reasons already shown, says so once instead.
+func TestViewNotesWrapAndDoNotRepeat(t *testing.T) {
+	var b strings.Builder
+	v, err := New(&b, Options{Width: 40, Now: newClock().now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Begin()
+	reason := "anthropic: 429 Too Many Requests: Number of requests has exceeded your per-minute rate limit (after 3 attempts)"
+	v.Frame(&ipc.Frame{Type: ipc.TypeCandidate, Model: "anthropic/claude-x", Status: "failed", Reason: reason})
+	v.Frame(&ipc.Frame{Type: ipc.TypeError, Run: "r", Code: ipc.CodeModelUnavailable, Message: "dispatch: model unavailable: anthropic/claude-x: " + reason})
+	v.Frame(&ipc.Frame{Type: ipc.TypeDone, Status: "error"})
+	sc := screen(b.String())
+	if strings.Count(sc, "per-minute") != 1 {
+		t.Fatalf("the reason is shown %d times:\n%s", strings.Count(sc, "per-minute"), sc)
+	}
+	for _, l := range strings.Split(sc, "\n") {
+		if len([]rune(l)) > 40 {
+			t.Fatalf("a line wider than the terminal: %q", l)
+		}
+	}
+	if !strings.Contains(sc, "Number of requests has") || strings.Contains(sc, "Numb\n") {
+		t.Fatalf("not wrapped at words:\n%s", sc)
+	}
+	if !strings.Contains(sc, "error model_unavailable: no model") || !strings.Contains(sc, "candidate answered") {
+		t.Fatalf("the error:\n%s", sc)
+	}
+}

@@ -200,12 +200,12 @@ func Credentials(name, baseURL, keyEnv string, envSet, haveKey bool, keyErr erro
 	if len(usedBy) > 0 {
 		users = " (used by " + strings.Join(usedBy, ", ") + ")"
 	}
-	fix := fmt.Sprintf("write the key to %s (chmod 0600)", secrets)
+	fix := fmt.Sprintf("ctx provider add %s (it stores the key in %s, 0600)", name, secrets)
 	if keyEnv != "" {
-		fix = fmt.Sprintf("export %s in the daemon's environment, or %s", keyEnv, fix)
+		fix = fmt.Sprintf("%s, or export %s in the daemon's environment", fix, keyEnv)
 	}
 	switch {
-	case keyErr != nil:
+	case keyErr != nil && !errors.Is(keyErr, provider.ErrNoKey): // no key at all is the default case below
 		c.Status, c.Message, c.Fix = Fail, fmt.Sprintf("%s: key refused: %v%s", name, keyErr, users), fix
 	case haveKey && envSet:
 		c.Message = fmt.Sprintf("%s: key from %s%s", name, keyEnv, users)

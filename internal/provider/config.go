@@ -288,7 +288,22 @@ func resolve(name string, fp fileProvider, root string, uid int, getenv func(str
 	if !pc.APIKey.IsZero() || pc.KeyError != nil {
 		pc.KeySource = SecretsPath(root, uid, name)
 	}
+	if pc.APIKey.IsZero() && pc.KeyError == nil && keyEnv != "" && officialHost(pc.BaseURL) {
+		// The hosted APIs answer a keyless request with 401 at best; say
+		// what is missing and how to add it instead of asking.
+		pc.KeyError = fmt.Errorf("%w: set $%s in the daemon's environment or run: ctx provider add %s", ErrNoKey, keyEnv, name)
+	}
 	return pc, nil
+}
+
+// officialHost says whether base names Anthropic's or OpenAI's hosted API.
+func officialHost(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	h := strings.ToLower(u.Hostname())
+	return h == "api.anthropic.com" || h == "api.openai.com"
 }
 
 // DefaultMaxTokensField is the openai output-limit field used when

@@ -36,7 +36,10 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, o := cfg.Providers["anthropic"], cfg.Providers["openai"]
-	if a.Kind != KindAnthropic || a.BaseURL != DefaultAnthropicBaseURL || a.MaxTokens != 4096 || !a.APIKey.IsZero() || a.KeyError != nil {
+	// No key for a hosted API: the candidate fails saying so and how to
+	// add one, without a request.
+	if a.Kind != KindAnthropic || a.BaseURL != DefaultAnthropicBaseURL || a.MaxTokens != 4096 || !a.APIKey.IsZero() ||
+		!errors.Is(a.KeyError, ErrNoKey) || !strings.Contains(a.KeyError.Error(), "ctx provider add anthropic") {
 		t.Fatalf("anthropic %+v", a)
 	}
 	if o.Kind != KindOpenAI || o.BaseURL != DefaultOpenAIBaseURL || o.MaxTokens != 0 || o.MaxTokensField != "max_completion_tokens" {

@@ -16,6 +16,9 @@ import (
 const (
 	CandidateUnusable = "unusable" // the window invariant (or the name) rules it out
 	CandidateFailed   = "failed"   // connection failure, 5xx or 429 after retries, or refused credentials
+	// CandidateRetrying is no candidate frame: onCandidate hears of each
+	// retry (reason: the failure and the wait) so a person sees it live.
+	CandidateRetrying = "retrying"
 )
 
 // Options tune a Dispatcher. Zero values are the production defaults.
@@ -165,7 +168,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, candidates []string, prepare 
 			continue
 		}
 		req.Model = model
-		err := d.try(ctx, cand, e, req, emit)
+		err := d.try(ctx, cand, e, req, emit, func(reason string) {
+			if onCandidate != nil {
+				onCandidate(cand, CandidateRetrying, reason)
+			}
+		})
 		if err == nil {
 			return cand, nil
 		}
@@ -188,7 +195,7 @@ type failedError struct{ err error }
 func (e *failedError) Error() string { return e.err.Error() }
 
 // try runs the attempts on one candidate.
-func (d *Dispatcher) try(ctx context.Context, cand string, e entry, req Request, emit func(Event) error) error {
+func (d *Dispatcher) try(ctx context.Context, cand string, e entry, req Request, emit func(Event) error, retrying func(reason string)) error {
 	for attempt := 0; ; attempt++ {
 		emitted := false
 		err := e.p.Stream(ctx, req, func(ev Event) error {
@@ -218,6 +225,7 @@ func (d *Dispatcher) try(ctx context.Context, cand string, e entry, req Request,
 			return &failedError{fmt.Errorf("%w (retry-after over %v)", err, e.retry.MaxRetryAfter)}
 		}
 		d.log.Info("model request retry", "model", cand, "attempt", attempt+1, "delay", delay, "err", err.Error())
+		retrying(fmt.Sprintf("%v; retrying in %v (attempt %d of %d)", err, delay.Round(100*time.Millisecond), attempt+2, e.retry.Attempts))
 		if err := d.sleep(ctx, delay); err != nil {
 			return fmt.Errorf("dispatch %s: %w", cand, err)
 		}

@@ -18,6 +18,7 @@ type harness struct {
 	mu      sync.Mutex
 	slept   []time.Duration
 	reports []candidateReport
+	retries []string // the retry notices (CandidateRetrying), in order
 }
 
 func newHarness(t *testing.T, pcs ...ProviderConfig) *harness {
@@ -47,6 +48,10 @@ func newHarness(t *testing.T, pcs ...ProviderConfig) *harness {
 func (h *harness) onCandidate(model, status, reason string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if status == CandidateRetrying {
+		h.retries = append(h.retries, reason)
+		return
+	}
 	h.reports = append(h.reports, candidateReport{model, status, reason})
 }
 
@@ -74,6 +79,10 @@ func Test429RetryAfterThenSuccess(t *testing.T) {
 			}
 			if len(h.slept) != 1 || h.slept[0] < 2*time.Second {
 				t.Fatalf("slept %v, want one wait of at least retry-after 2s", h.slept)
+			}
+			// The retry is told as it happens: the status, the wait, the attempt.
+			if len(h.retries) != 1 || !strings.Contains(h.retries[0], "429") || !strings.Contains(h.retries[0], "retrying in 2s (attempt 2 of 3)") {
+				t.Fatalf("retries told %q", h.retries)
 			}
 			if srv.body(t, 1)["model"] != "m" {
 				t.Fatalf("model sent %v", srv.body(t, 1)["model"])

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +30,7 @@ var (
 type endpoint struct {
 	name    string // provider name, for messages
 	url     string
+	host    string // host:port, for messages
 	key     Secret
 	client  *http.Client
 	timeout time.Duration
@@ -41,6 +44,7 @@ func newEndpoint(pc ProviderConfig, url string) endpoint {
 	return endpoint{
 		name:    pc.Name,
 		url:     url,
+		host:    hostPort(url),
 		key:     pc.APIKey,
 		client:  &http.Client{Transport: tr},
 		timeout: or(pc.Timeout, DefaultTimeout),
@@ -137,20 +141,42 @@ func (s *stream) ctxError() error {
 	case nil:
 		return nil
 	case errIdle:
-		return fmt.Errorf("%s: %w: no data for %v", s.ep.name, ErrConnection, s.ep.idle)
+		return fmt.Errorf("%s: %w to %s: no data for %v", s.ep.name, ErrConnection, s.ep.host, s.ep.idle)
 	case errTimeout:
-		return fmt.Errorf("%s: %w: request exceeded %v", s.ep.name, ErrConnection, s.ep.timeout)
+		return fmt.Errorf("%s: %w to %s: request exceeded %v", s.ep.name, ErrConnection, s.ep.host, s.ep.timeout)
 	}
-	return fmt.Errorf("%s: %w: %w", s.ep.name, ErrConnection, context.Cause(s.ctx))
+	return fmt.Errorf("%s: %w to %s: %w", s.ep.name, ErrConnection, s.ep.host, context.Cause(s.ctx))
 }
 
 // classify turns a client.Do error into a connection error (or the caller's
-// cancellation).
+// cancellation), naming the host and port and the innermost cause ("dial
+// tcp: lookup api.anthropic.com: no such host", "connection refused"), not
+// the URL error's whole chain.
 func (s *stream) classify(err error) error {
 	if cerr := s.ctxError(); cerr != nil {
 		return cerr
 	}
-	return fmt.Errorf("%s: %w: %w", s.ep.name, ErrConnection, err)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("%s: %w to %s: %w", s.ep.name, ErrConnection, s.ep.host, err)
+}
+
+// hostPort is raw's host:port (the scheme's port when none is written).
+func hostPort(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "?"
+	}
+	if u.Port() != "" {
+		return u.Host
+	}
+	port := "443"
+	if u.Scheme == "http" {
+		port = "80"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // Close aborts the request (closing the connection if the body was not

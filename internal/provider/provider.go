@@ -196,6 +196,8 @@ var (
 	ErrMalformed = errors.New("malformed stream")
 	// ErrCredentials: a credential source was refused (e.g. a secrets file not 0600).
 	ErrCredentials = errors.New("credentials refused")
+	// ErrNoKey: a hosted API's provider has no key at all.
+	ErrNoKey = errors.New("no key")
 	// ErrConfig: providers.json or a candidate name is invalid.
 	ErrConfig = errors.New("invalid provider configuration")
 )
