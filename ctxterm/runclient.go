@@ -27,6 +27,13 @@ const DetachKey byte = 0x1c
 // when the socket does not answer, ErrConnLost or a *ServerError when the
 // connection ends otherwise, ctx.Err() when ctx is cancelled.
 func RunClient(ctx context.Context, path string, mode Mode, stdin *os.File, stdout io.Writer) (int, error) {
+	return RunClientWith(ctx, path, mode, stdin, stdout, nil)
+}
+
+// RunClientWith is RunClient calling connected (when not nil) once the
+// terminal answered, before the local terminal goes raw: where a client
+// says what it joined and how to leave.
+func RunClientWith(ctx context.Context, path string, mode Mode, stdin *os.File, stdout io.Writer, connected func()) (int, error) {
 	if !mode.Valid() {
 		return -1, fmt.Errorf("ctxterm: mode %q: want watch or attach", mode)
 	}
@@ -43,6 +50,9 @@ func RunClient(ctx context.Context, path string, mode Mode, stdin *os.File, stdo
 		return -1, err
 	}
 	defer conn.Close()
+	if connected != nil {
+		connected()
+	}
 
 	if isTerm {
 		old, err := term.MakeRaw(fd)

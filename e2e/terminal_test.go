@@ -526,6 +526,7 @@ func TestAttachInTmux(t *testing.T) {
 		return s
 	}
 	screen("tsh>")
+	screen("[attached to the terminal of t1/default — detach: Ctrl-\\]") // the banner says how to leave
 	tm("send-keys", "-t", "t", "bash", "Enter")
 	// Type only once bash prompts: a line typed ahead is read (and lost)
 	// by the shell that starts bash, as in any terminal.

@@ -256,7 +256,13 @@ func join(env *Env, agent, session string, mode ctxterm.Mode) error {
 	paths := []string{terminal.ABISocket(l, agent, session), l.RuntimeTerminalSocket(agent, session)}
 	var errs []error
 	for _, p := range paths { // spec: T4
-		status, err := ctxterm.RunClient(env.Ctx, p, mode, env.Stdin, env.Stdout)
+		status, err := ctxterm.RunClientWith(env.Ctx, p, mode, env.Stdin, env.Stdout, func() {
+			what := "attached to"
+			if mode == ctxterm.ModeWatch {
+				what = "watching (read-only)"
+			}
+			fmt.Fprintf(env.Stderr, "[%s the terminal of %s/%s — detach: Ctrl-\\]\r\n", what, agent, session)
+		})
 		switch {
 		case errors.Is(err, ctxterm.ErrUnavailable):
 			errs = append(errs, err)
