@@ -86,3 +86,32 @@ func TestProviderCLI(t *testing.T) {
 		t.Fatalf("a refused add: %d %s; file changed: %v", r.code, r.stderr, string(before) != string(after))
 	}
 }
+
+// TestSendApprovePolicy: `ctx agent send --approve TOOL` answers an ask
+// agent's questions without a terminal: the named tool's call allowed
+// once, any other denied, each decision on stderr and in the log.
+// spec: A2 A3
+func TestSendApprovePolicy(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.tool("clock", "#!/bin/sh\necho tick\n")
+	w.tool("other", "#!/bin/sh\necho ran\n")
+	w.agent("ap", map[string]string{"tools": "clock\nother\n", "policy": "allow tool *\n", "approval": "ask\n"})
+	r := w.ctx("", "", "agent", "send", "--approve", "clock", "ap", "tool", "clock")
+	if r.code != 0 || !strings.Contains(r.stdout, "ok:tick") || !strings.Contains(r.stderr, "--approve: allow_once clock") {
+		t.Fatalf("allowed: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = w.ctx("", "", "agent", "send", "--approve", "clock", "ap", "tool", "other")
+	if !strings.Contains(r.stderr, "--approve: deny other") || strings.Contains(r.stdout, "ran") {
+		t.Fatalf("denied: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	var decisions []string
+	for _, f := range w.events("ap", "default") {
+		if f.Type == "approval" {
+			decisions = append(decisions, f.Decision)
+		}
+	}
+	if strings.Join(decisions, ",") != "allow_once,deny" {
+		t.Fatalf("approval frames %q", decisions)
+	}
+}

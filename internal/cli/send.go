@@ -28,6 +28,7 @@ type SendCmd struct {
 	Scope   string   `default:"private" enum:"private,shared" help:"private or shared."`
 	ID      string   `help:"Request id (a repeated id replays the stored result)."`
 	JSON    bool     `name:"json" help:"Print the raw frames."`
+	Approve []string `name:"approve" sep:"," placeholder:"TOOL" help:"Without a terminal to ask (CI): allow the calls of these tools once each when an ask agent asks (the tool name as the question names it: bash, read, SERVER.TOOL; * for every tool); every other call is denied. Each decision is printed on stderr and recorded as an approval frame."`
 	Input   []string `arg:"" help:"Message words; - reads stdin."`
 }
 
@@ -53,7 +54,11 @@ func (c *SendCmd) Run(env *Env) error {
 	defer conn.Close()
 	wd, _ := os.Getwd()
 	req := sendReq{Op: ipc.OpSend, ID: id, Session: c.Session, Scope: c.Scope, Workspace: wd, Input: &input}
-	return stream(env, c.Name, conn, req, c.JSON, newAsker(env))
+	ask := newAsker(env)
+	if len(c.Approve) > 0 {
+		ask = &asker{policy: c.Approve, log: env.Stderr}
+	}
+	return stream(env, c.Name, conn, req, c.JSON, ask)
 }
 
 // stream sends a send/tsh request and renders its frames until done.
@@ -209,6 +214,10 @@ func redialer(env *Env, agent string) func(context.Context) (*client.Conn, error
 type asker struct {
 	tty *os.File
 	err error
+	// policy (--approve) answers without a terminal: the tools it names
+	// are allowed once each, every other call denied; log hears each.
+	policy []string
+	log    io.Writer
 	// workspace and color are set when the output is rendered
 	// the question then shows the change a write, edit or
 	// apply_patch would make to the workspace, coloured.
@@ -228,6 +237,9 @@ func newAsker(env *Env) *asker {
 }
 
 func (a *asker) ask(f *ipc.Frame) (decision, why string) {
+	if a.policy != nil {
+		return a.byPolicy(f)
+	}
 	if a.tty == nil {
 		return ipc.DecisionDeny, fmt.Sprintf("tool %s %q needs approval but there is no terminal to ask; denied", f.Name, f.Args)
 	}
@@ -431,4 +443,23 @@ func (c *TshCmd) Run(env *Env) error {
 	defer conn.Close()
 	wd, _ := os.Getwd()
 	return stream(env, c.Name, conn, sendReq{Op: ipc.OpTsh, ID: id, Session: c.Session, Workspace: wd, Args: args}, c.JSON, newAsker(env))
+}
+
+// byPolicy is --approve: the call's tool (an MCP call's SERVER.TOOL; a
+// model's `tsh call NAME …` is NAME) allowed when the policy names it or
+// holds *, else denied; each decision said on the log, with the call.
+func (a *asker) byPolicy(f *ipc.Frame) (decision, why string) {
+	tool, argv := chatview.Unwrap(f.Name, f.Args)
+	if m := f.MCP; m != nil {
+		tool, argv = m.Server+"."+m.Tool, []string{string(m.Arguments)}
+	}
+	d := ipc.DecisionDeny
+	for _, p := range a.policy {
+		if p == "*" || p == tool {
+			d = ipc.DecisionAllowOnce
+			break
+		}
+	}
+	fmt.Fprintf(a.log, "ctx: --approve: %s %s\n", d, chatview.Label(tool, argv))
+	return d, ""
 }
