@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -319,5 +320,35 @@ func leaveChat(t *testing.T, write func(string), exited chan error) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("chat did not leave on /exit")
+	}
+}
+
+// TestMentionReachesTheProvider: `@notes.txt` in a message attaches that
+// workspace file: its text is in the model's request; a mention of a file
+// outside the workspace (a link out of it) sends nothing. spec: S3
+func TestMentionReachesTheProvider(t *testing.T) {
+	f := newFakeProvider(t, anthropicText("read it"))
+	w := modelWorld(t, f, "anthropic/claude-sonnet-4-5")
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("the MENTIONED-CONTENT line\n"), 0o644)
+	out := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(out, []byte("OUTSIDE-CANARY\n"), 0o600)
+	os.Symlink(out, filepath.Join(ws, "link"))
+	r := w.ctx(ws, "", "agent", "send", "m", "what do", "@notes.txt", "say?")
+	if r.code != 0 || !strings.Contains(r.stdout, "read it") {
+		t.Fatalf("send: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	reqs := f.requests()
+	if len(reqs) != 1 || !strings.Contains(reqs[0], "MENTIONED-CONTENT") || !strings.Contains(reqs[0], `\u003cfile path=\"notes.txt\"\u003e`) && !strings.Contains(reqs[0], `<file path=\"notes.txt\">`) {
+		t.Fatalf("the provider's request lacks the file: %q", reqs)
+	}
+	r = w.ctx(ws, "", "agent", "send", "m", "and", "@link")
+	if r.code != 2 || !strings.Contains(r.stderr, "@link") || len(f.requests()) != 1 {
+		t.Fatalf("a link out of the workspace: %d %s; %d requests", r.code, r.stderr, len(f.requests()))
+	}
+	for _, rq := range f.requests() {
+		if strings.Contains(rq, "OUTSIDE-CANARY") {
+			t.Fatal("a file outside the workspace reached the provider")
+		}
 	}
 }

@@ -131,7 +131,13 @@ func (c *ChatCmd) Run(env *Env) error {
 			continue
 		}
 		line = strings.TrimPrefix(line, "/") // "//x" sends "/x"
-		req := mk(line)
+		msg, err := attachMentions(line, wd) // @path: a workspace file attached
+		if err != nil {
+			fmt.Fprintf(t, "%v\n", err)
+			ed.Prefill(line) // given back to edit, not lost
+			continue
+		}
+		req := mk(msg)
 		if err := fitsRequest(req); err != nil {
 			fmt.Fprintf(t, "%v\n", err)
 			ed.Prefill(line) // given back to edit, not lost
@@ -170,6 +176,7 @@ const chatHelp = `/sessions            the agent's sessions (ctx agent sessions)
 /prompt              the exact prompt the next run sends (ctx agent prompt)
 /exit, /quit         leave (Ctrl+C or Ctrl+D at the prompt too)
 /help                this list
+@path attaches a workspace file (64 KiB of text at most).
 A line starting with // sends the rest starting with /. Enter sends,
 Alt+Enter or Ctrl+J starts a new line; a paste is one message. Ctrl+C
 cancels a run; at a question y allows once, n denies, Ctrl+C cancels.

@@ -53,6 +53,11 @@ func (c *SendCmd) Run(env *Env) error {
 	}
 	defer conn.Close()
 	wd, _ := os.Getwd()
+	if len(c.Input) != 1 || c.Input[0] != "-" { // words typed, not a piped text: @path attaches a workspace file
+		if input, err = attachMentions(input, wd); err != nil {
+			return Exit(ExitUsage, err)
+		}
+	}
 	req := sendReq{Op: ipc.OpSend, ID: id, Session: c.Session, Scope: c.Scope, Workspace: wd, Input: &input}
 	ask := newAsker(env)
 	if len(c.Approve) > 0 {
