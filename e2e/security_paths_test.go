@@ -260,6 +260,10 @@ func TestSecurityHomeWorkspace(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "bad_request") || !strings.Contains(r.stdout+r.stderr, "home directory") {
 		t.Errorf("send from the home: %d %s %s", r.code, r.stdout, r.stderr)
 	}
+	// Said once, with the way on: no "bad request" repeated after the code.
+	if r := w.ctx(home, "", "agent", "send", "hw", "hello"); strings.Contains(r.stderr, "bad request") || !strings.Contains(r.stderr, "run it from the project's directory") {
+		t.Errorf("the refusal for a person: %q", r.stderr)
+	}
 	c := w.dial("hw")
 	for _, ws := range []string{"/", filepath.Dir(home)} {
 		c.send(sendReq("root-"+strconv.Itoa(len(ws)), "hello", "workspace", ws))

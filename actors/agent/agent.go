@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/store"
+	"github.com/cortexfs/ctx/internal/workspace"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -331,7 +333,10 @@ func checkWorkspace(l layout.Layout, agent string, log *slog.Logger, r *ipc.Requ
 	}
 	d, err := agentdef.OpenWorkspace(l, agent, r.Workspace, log)
 	if err != nil {
-		return fmt.Errorf("%v: %w", err, ipc.ErrBadRequest)
+		// Said once, with the rule a newcomer has not met yet: the code
+		// says it is a bad request, the text what and how to go on.
+		msg := strings.TrimSuffix(err.Error(), ": "+workspace.ErrRefused.Error())
+		return ipc.Errorf(ipc.CodeBadRequest, "%s — the directory ctx is run from is the run's workspace, which the agent may write: run it from the project's directory", msg)
 	}
 	r.Workspace = d.Path
 	return d.Close()
