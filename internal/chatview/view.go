@@ -49,6 +49,10 @@ type Options struct {
 	Cost func(done *ipc.Frame) string
 }
 
+// queuedAfter is how long a send may go without its user frame before the
+// live line says it is queued (an idle session records it at once).
+const queuedAfter = 500 * time.Millisecond
+
 // TickEvery is how often the live line should be redrawn (Tick).
 const TickEvery = 100 * time.Millisecond
 
@@ -86,6 +90,7 @@ type View struct {
 	begun      time.Time // the run began (Begin)
 	last       time.Time // the last frame that showed progress
 	gotToken   bool      // a delta arrived in this run
+	started    bool      // the run's user or start frame arrived
 	text       bool      // this run printed assistant text
 	shown      int       // rendered lines of the open block already printed
 	candidates int       // candidate frames shown in this run
@@ -124,7 +129,7 @@ func (v *View) Begin() {
 	now := v.o.Now()
 	v.begun, v.last = now, now
 	v.gotToken, v.text, v.tool, v.active = false, false, nil, true
-	v.blocks, v.shown, v.candidates = Blocks{}, 0, 0
+	v.blocks, v.shown, v.candidates, v.started = Blocks{}, 0, 0, false
 	v.drawLive()
 }
 
@@ -145,6 +150,9 @@ func (v *View) Frame(f *ipc.Frame) {
 	now := v.o.Now()
 	if !v.active && (f.Type == ipc.TypeUser || f.Type == ipc.TypeStart) {
 		v.Begin()
+	}
+	if f.Type == ipc.TypeUser || f.Type == ipc.TypeStart {
+		v.started = true
 	}
 	switch f.Type {
 	case ipc.TypeDelta:
@@ -352,6 +360,10 @@ func (v *View) drawLive() {
 			p = p[i+1:]
 		}
 		s = sp + " " + styleFaint.Render(sessions.Clean(strings.TrimSpace(strings.ReplaceAll(p, "\t", " "))))
+	case !v.started && now.Sub(v.begun) >= queuedAfter:
+		// No user frame yet: the send waits its turn behind the
+		// session's active run (interfaces.md), not for a model.
+		s = sp + " " + styleFaint.Render("queued: the session's active run goes first  "+Duration(now.Sub(v.begun)))
 	case !v.gotToken:
 		s = sp + " " + styleFaint.Render("waiting for the model  "+Duration(now.Sub(v.begun)))
 	default:

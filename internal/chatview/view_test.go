@@ -63,6 +63,7 @@ func TestViewRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.Begin()
+	v.Frame(&ipc.Frame{Type: ipc.TypeUser, Run: "r", Text: "hi"})
 	clk.add(1500 * time.Millisecond)
 	v.Tick()
 	if !strings.Contains(plain(b.String()), "waiting for the model  1.5 s") {
@@ -198,5 +199,34 @@ func TestViewNotesWrapAndDoNotRepeat(t *testing.T) {
 	}
 	if !strings.Contains(sc, "error model_unavailable: no model") || !strings.Contains(sc, "candidate answered") {
 		t.Fatalf("the error:\n%s", sc)
+	}
+}
+
+// TestViewQueued: a send whose user frame has not come (it waits behind
+// the session's active run) says it is queued, not waiting for a model;
+// once its run begins, the wait is the model's.
+func TestViewQueued(t *testing.T) {
+	var b strings.Builder
+	clk := newClock()
+	v, err := New(&b, Options{Width: 80, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Begin()
+	clk.add(100 * time.Millisecond)
+	v.Tick()
+	if strings.Contains(plain(b.String()), "queued") {
+		t.Fatal("queued said at once")
+	}
+	clk.add(2 * time.Second)
+	v.Tick()
+	if !strings.Contains(plain(b.String()), "queued: the session's active run goes first  2.1 s") {
+		t.Fatalf("not queued: %q", screen(b.String()))
+	}
+	v.Frame(&ipc.Frame{Type: ipc.TypeUser, Run: "r", Text: "hi"})
+	b.Reset()
+	v.Tick()
+	if !strings.Contains(plain(b.String()), "waiting for the model") {
+		t.Fatalf("after the user frame: %q", screen(b.String()))
 	}
 }
