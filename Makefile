@@ -7,7 +7,14 @@ PREFIX  ?= /usr/local
 .PHONY: build install test test-short test-systemd vet demo bench bench-peers bench-scale fuzz fuzz-keep chaos clean
 
 BINDIR  ?= $(PREFIX)/bin
+# A user's own units: systemd searches ~/.local/share/systemd/user
+# ($XDG_DATA_HOME), never ~/.local/lib/systemd/user, so a PREFIX under
+# $HOME puts them in PREFIX/share/systemd/user.
+ifeq ($(patsubst $(HOME)/%,,$(PREFIX)),)
+UNITDIR ?= $(PREFIX)/share/systemd/user
+else
 UNITDIR ?= $(PREFIX)/lib/systemd/user
+endif
 BASHDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHDIR  ?= $(PREFIX)/share/zsh/site-functions
 FISHDIR ?= $(PREFIX)/share/fish/vendor_completions.d
