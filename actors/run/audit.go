@@ -1,8 +1,13 @@
 package run
 
 import (
+	"context"
+	"errors"
+	"log/slog"
+
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/review"
 	"github.com/cortexfs/ctx/internal/workspace"
 )
 
@@ -18,6 +23,46 @@ type audit struct {
 	// readOnly: one warning per directory bound read-only for the run
 	// because its protected paths could not all be found.
 	readOnly []string
+	// rev is the workspace's git snapshot at the start (review: what the
+	// run changed, and its undo), saved in revDir; nil outside git.
+	rev    *review.Record
+	revDir string
+}
+
+// takeReview records the workspace's git snapshot at a send run's start
+// (internal/review), before its first step can write: the record is in
+// the session at once, so `ctx agent diff` works while the run goes on.
+// Outside a git work tree (or with no git) nothing is recorded.
+func (a *audit) takeReview(sessionDir, run, ws string, log *slog.Logger) {
+	tree, top, prefix, err := review.Snapshot(context.Background(), ws)
+	if err != nil {
+		if !errors.Is(err, review.ErrNoRepo) {
+			log.Warn("workspace snapshot not taken: no diff or undo for this run", "err", err)
+		}
+		return
+	}
+	r := review.Record{Run: run, Workspace: ws, Top: top, Prefix: prefix, Before: tree}
+	if err := review.Save(sessionDir, r); err != nil {
+		log.Warn("workspace snapshot not saved: no diff or undo for this run", "err", err)
+		return
+	}
+	a.rev, a.revDir = &r, sessionDir
+}
+
+// endReview records the workspace as the run left it.
+func (a *audit) endReview(log *slog.Logger) {
+	if a.rev == nil {
+		return
+	}
+	tree, _, _, err := review.Snapshot(context.Background(), a.rev.Workspace)
+	if err != nil {
+		log.Warn("workspace snapshot at the run's end not taken: diff shows the workspace as it is now", "err", err)
+		return
+	}
+	a.rev.After = tree
+	if err := review.Save(a.revDir, *a.rev); err != nil {
+		log.Warn("workspace snapshot at the run's end not saved", "err", err)
+	}
 }
 
 // takeAudit snapshots the workspace and the writable mount sources. It

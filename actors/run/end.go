@@ -42,7 +42,7 @@ func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 	if au, ph := a.audit, a.cfg.Placeholders; au != nil || ph != nil {
 		a.enter(phaseConcluding)
 		a.audit = nil
-		self, root, run := c.Self(), c.ActorSystem().Root, a.spec.RunID
+		self, root, run, log := c.Self(), c.ActorSystem().Root, a.spec.RunID, a.log
 		go func() {
 			// The placeholders the run's sandboxes shared go first (those
 			// a sandbox still uses, with it): none is left in the
@@ -53,6 +53,7 @@ func (a *Actor) conclude(c actor.Context, f *ipc.Frame, status string) {
 			m := &audited{f: f, status: status}
 			if au != nil {
 				m.warnings, m.incomplete = au.changes()
+				au.endReview(log)
 			}
 			root.Send(self, m)
 		}()

@@ -146,6 +146,9 @@ func (a *Actor) onStarted(c actor.Context) {
 		}
 		if err == nil {
 			m.audit = takeAudit(l, def, spec.Workspace)
+			if spec.Op == ipc.OpSend && spec.Workspace != "" && m.audit != nil {
+				m.audit.takeReview(l.SessionDir(spec.Agent, spec.Scope, spec.Session), spec.RunID, spec.Workspace, log)
+			}
 		}
 		if err == nil && m.perr == nil && def.Kind == agentdef.KindModel && spec.Op != ipc.OpTsh {
 			// A model run's providers, read here rather than on the

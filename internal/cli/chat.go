@@ -170,6 +170,8 @@ const chatHelp = `/sessions            the agent's sessions (ctx agent sessions)
 /resume SESSION      go on in another session (its transcript first)
 /clear               start a new session (the old one is kept)
 /tool [N]            the whole result of this session's last tool call, or the Nth of its last run
+/diff [RUN]          what the last run (or RUN) changed in the workspace (ctx agent diff)
+/undo [RUN]          put that back (ctx agent undo)
 /model [MODEL]       the agent's model, or set it (ctx agent set AGENT model)
 /approval [auto|ask] the agent's approval mode, or set it
 /cancel              cancel this session's active run, from any client (ctx agent cancel)
@@ -212,6 +214,16 @@ func (c *ChatCmd) command(env *Env, t io.Writer, line string) error {
 		fmt.Fprintf(t, "now in session %s\n", c.Session)
 	case "/tool":
 		err = c.showTool(env, t, words[1:])
+	case "/diff", "/undo":
+		run := ""
+		if len(words) > 1 {
+			run = words[1]
+		}
+		if words[0] == "/diff" {
+			err = (&DiffCmd{Name: c.Name, RunID: run, Session: c.Session, Scope: c.Scope}).Run(sub)
+		} else {
+			err = (&UndoCmd{Name: c.Name, RunID: run, Session: c.Session, Scope: c.Scope}).Run(sub)
+		}
 	case "/model", "/approval":
 		control := strings.TrimPrefix(words[0], "/")
 		if len(words) > 1 {

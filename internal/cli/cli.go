@@ -115,6 +115,8 @@ type AgentCmd struct {
 	History   HistoryCmd     `cmd:"" help:"Print a session's transcript from its log (no daemon needed). Example: ctx agent history demo --session default"`
 	RmSession RmSessionCmd   `cmd:"" name:"rm-session" help:"Remove a session's files (refused while a run is active). Example: ctx agent rm-session demo old"`
 	Cancel    CancelCmd      `cmd:"" help:"Cancel the active run of a session. Example: ctx agent cancel demo"`
+	Diff      DiffCmd        `cmd:"" help:"What a run changed in its workspace (any tool, bash included). Example: ctx agent diff demo"`
+	Undo      UndoCmd        `cmd:"" help:"Put back what a run changed in its workspace. Example: ctx agent undo demo"`
 	Tsh       TshCmd         `cmd:"" help:"Run one tsh command through the runtime (no model). Example: ctx agent tsh demo -- list"`
 	Prompt    PromptCmd      `cmd:"" help:"Print the prompt the next run would send. Example: ctx agent prompt demo"`
 	Start     StartCmd       `cmd:"" help:"Start the agent's persistent terminal. Example: ctx agent start demo"`

@@ -1,0 +1,180 @@
+// Package review records what a run found in its workspace and what it
+// left, so that a person can see what the run changed — by any tool, bash
+// included — and undo it: `ctx agent diff`, `ctx agent undo`, /diff and
+// /undo in chat.
+//
+// Where the workspace is in a git work tree, a snapshot is a git tree
+// object of the workspace's files as they are (tracked, and untracked ones
+// .gitignore does not exclude), written through a private index file: the
+// user's index, branches, stash and refs are never touched; only objects
+// are added to the repository's object store (unreferenced, so git's own
+// gc prunes them after its grace period, two weeks by default). git runs
+// on the host with the repository's hooks and fsmonitor off. Outside a git
+// work tree nothing is recorded yet.
+//
+// A run's record is <session>/review/<run>.json: the workspace, the
+// repository's top and the workspace's place in it, and the trees before
+// and after.
+package review
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cortexfs/ctx/internal/atomicfile"
+)
+
+// Record is one run's snapshots.
+type Record struct {
+	Run       string `json:"run"`
+	Workspace string `json:"workspace"`
+	Top       string `json:"top"`    // the work tree's top
+	Prefix    string `json:"prefix"` // the workspace below Top ("" = Top itself), slash-separated
+	Before    string `json:"before"` // tree object ids
+	After     string `json:"after,omitempty"`
+}
+
+// ErrNoRepo means the workspace is in no git work tree: nothing is recorded.
+var ErrNoRepo = errors.New("not in a git work tree")
+
+// ErrNone means the session has no recorded run.
+var ErrNone = errors.New("no run of this session has a snapshot")
+
+// git runs git in dir with the repository's own programs off: no hook,
+// no fsmonitor, no optional lock (a snapshot must not take the user's
+// index lock), and, for a snapshot, a private index.
+func git(ctx context.Context, dir, index string, stdin io.Reader, args ...string) ([]byte, error) {
+	full := append([]string{"-C", dir, "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+		"-c", "core.untrackedCache=false", "-c", "diff.external=", "--no-pager"}, args...)
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0", "GIT_EXTERNAL_DIFF=")
+	if index != "" {
+		cmd.Env = append(cmd.Env, "GIT_INDEX_FILE="+index)
+	}
+	cmd.Stdin = stdin
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(errb.String()))
+	}
+	return out.Bytes(), nil
+}
+
+// Snapshot returns the tree of the workspace's files now, and where the
+// workspace is in its repository.
+func Snapshot(ctx context.Context, workspace string) (tree, top, prefix string, err error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		return "", "", "", ErrNoRepo
+	}
+	out, err := git(ctx, workspace, "", nil, "rev-parse", "--show-toplevel", "--show-prefix", "--git-dir")
+	if err != nil {
+		return "", "", "", ErrNoRepo
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) < 3 {
+		return "", "", "", ErrNoRepo
+	}
+	top, prefix = lines[0], strings.TrimSuffix(lines[1], "/")
+	gitDir := lines[2]
+	if !filepath.IsAbs(gitDir) {
+		gitDir = filepath.Join(workspace, gitDir)
+	}
+	// A private index, seeded with a copy of the user's (its stat data
+	// spares hashing the files that did not change).
+	idx, err := os.CreateTemp("", "ctx-review-index-*")
+	if err != nil {
+		return "", "", "", err
+	}
+	idx.Close()
+	defer os.Remove(idx.Name())
+	if b, err := os.ReadFile(filepath.Join(gitDir, "index")); err == nil {
+		_ = os.WriteFile(idx.Name(), b, 0o600)
+	} else {
+		os.Remove(idx.Name()) // git makes a fresh one
+	}
+	if _, err := git(ctx, workspace, idx.Name(), nil, "add", "-A", "--", "."); err != nil {
+		return "", "", "", err
+	}
+	out, err = git(ctx, workspace, idx.Name(), nil, "write-tree")
+	if err != nil {
+		return "", "", "", err
+	}
+	return strings.TrimSpace(string(out)), top, prefix, nil
+}
+
+// Dir is where a session keeps its records.
+func Dir(sessionDir string) string { return filepath.Join(sessionDir, "review") }
+
+// Save writes r (atomically).
+func Save(sessionDir string, r Record) error {
+	if err := os.MkdirAll(Dir(sessionDir), 0o700); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(r)
+	return atomicfile.WriteFile(filepath.Join(Dir(sessionDir), r.Run+".json"), append(b, '\n'), 0o600)
+}
+
+// Load reads the record of run, or of the session's last run with one
+// (by the record's time) when run is "".
+func Load(sessionDir, run string) (Record, error) {
+	var r Record
+	name := run
+	if name == "" {
+		ents, err := os.ReadDir(Dir(sessionDir))
+		if err != nil || len(ents) == 0 {
+			return r, ErrNone
+		}
+		sort.Slice(ents, func(i, j int) bool {
+			a, _ := ents[i].Info()
+			b, _ := ents[j].Info()
+			return a.ModTime().Before(b.ModTime())
+		})
+		name = strings.TrimSuffix(ents[len(ents)-1].Name(), ".json")
+	}
+	b, err := os.ReadFile(filepath.Join(Dir(sessionDir), filepath.Base(name)+".json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return r, fmt.Errorf("run %s: %w", name, ErrNone)
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("review record %s: %w", name, err)
+	}
+	return r, nil
+}
+
+// Diff writes what the run changed: a unified diff of the workspace from
+// before to after (to now, for a run with no after).
+func Diff(ctx context.Context, r Record, w io.Writer) error {
+	after := r.After
+	if after == "" {
+		t, _, _, err := Snapshot(ctx, r.Workspace)
+		if err != nil {
+			return err
+		}
+		after = t
+	}
+	out, err := git(ctx, r.Top, "", nil, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", r.Before, after, "--", pathspec(r))
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+func pathspec(r Record) string {
+	if r.Prefix == "" {
+		return "."
+	}
+	return r.Prefix
+}

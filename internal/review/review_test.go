@@ -1,0 +1,126 @@
+package review
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func gitT(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v %s", args, err, out)
+	}
+	return string(out)
+}
+
+// TestSnapshotDiffUndo: a run's changes — an edit, a new file, a deleted
+// file, an untracked file changed, a mode change — are shown by Diff and
+// put back byte for byte by Undo; the user's index, refs and stash are
+// untouched; an undo after a later change to one of the files refuses and
+// changes nothing. The workspace is a subdirectory of the repository.
+func TestSnapshotDiffUndo(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ctx := context.Background()
+	repo := t.TempDir()
+	gitT(t, repo, "init", "-q")
+	ws := filepath.Join(repo, "app")
+	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
+	files := map[string]string{"src/calc.sh": "add() { echo $(( $1 - $2 )); }\n", "README": "hello\n", "gone.txt": "bye\n", "run.sh": "#!/bin/sh\n"}
+	for n, c := range files {
+		os.WriteFile(filepath.Join(ws, n), []byte(c), 0o644)
+	}
+	os.WriteFile(filepath.Join(repo, "outside.txt"), []byte("not the workspace's\n"), 0o644)
+	gitT(t, repo, "add", "-A")
+	gitT(t, repo, "commit", "-qm", "init")
+	os.WriteFile(filepath.Join(ws, "notes.untracked"), []byte("draft\n"), 0o644)
+	index0, _ := os.ReadFile(filepath.Join(repo, ".git", "index"))
+	refs0 := gitT(t, repo, "show-ref")
+
+	before, top, prefix, err := Snapshot(ctx, ws)
+	if err != nil || prefix != "app" {
+		t.Fatalf("snapshot: %q %q %q %v", before, top, prefix, err)
+	}
+	// The run: an edit, a new file, a deletion, an untracked file changed, a chmod.
+	os.WriteFile(filepath.Join(ws, "src/calc.sh"), []byte("add() { echo $(( $1 + $2 )); }\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "src/new.go"), []byte("package src\n"), 0o644)
+	os.Remove(filepath.Join(ws, "gone.txt"))
+	os.WriteFile(filepath.Join(ws, "notes.untracked"), []byte("overwritten\n"), 0o644)
+	os.Chmod(filepath.Join(ws, "run.sh"), 0o755)
+	after, _, _, err := Snapshot(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := Record{Run: "run-1", Workspace: ws, Top: top, Prefix: prefix, Before: before, After: after}
+	if err := Save(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir, "")
+	if err != nil || got != r {
+		t.Fatalf("load: %+v %v", got, err)
+	}
+	var d bytes.Buffer
+	if err := Diff(ctx, r, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"-add() { echo $(( $1 - $2 )); }", "+add() { echo $(( $1 + $2 )); }", "+package src", "-bye", "+overwritten", "new mode 100755"} {
+		if !strings.Contains(d.String(), want) {
+			t.Errorf("diff lacks %q:\n%s", want, d.String())
+		}
+	}
+	if strings.Contains(d.String(), "outside.txt") {
+		t.Error("the diff shows a file outside the workspace")
+	}
+	if b, _ := os.ReadFile(filepath.Join(repo, ".git", "index")); !bytes.Equal(b, index0) {
+		t.Error("the user's index changed")
+	}
+	if gitT(t, repo, "show-ref") != refs0 || gitT(t, repo, "stash", "list") != "" {
+		t.Error("refs or the stash changed")
+	}
+
+	// A later change to one of the run's files: refused, nothing touched.
+	os.WriteFile(filepath.Join(ws, "src/new.go"), []byte("package src // mine\n"), 0o644)
+	if _, err := Undo(ctx, r); !errors.Is(err, ErrChangedSince) || !strings.Contains(err.Error(), "src/new.go") {
+		t.Fatalf("undo after a later change: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "src/calc.sh")); !strings.Contains(string(b), "+ $2") {
+		t.Fatal("a refused undo changed a file")
+	}
+	os.WriteFile(filepath.Join(ws, "src/new.go"), []byte("package src\n"), 0o644)
+	cs, err := Undo(ctx, r)
+	if err != nil || len(cs) != 5 {
+		t.Fatalf("undo: %v %v", cs, err)
+	}
+	for n, c := range files {
+		if b, err := os.ReadFile(filepath.Join(ws, n)); err != nil || string(b) != c {
+			t.Errorf("%s after undo: %q %v", n, b, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "notes.untracked")); string(b) != "draft\n" {
+		t.Errorf("untracked file after undo: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "src/new.go")); !os.IsNotExist(err) {
+		t.Error("the run's new file is still there")
+	}
+	if st, _ := os.Stat(filepath.Join(ws, "run.sh")); st.Mode().Perm() != 0o644 {
+		t.Errorf("mode after undo %v", st.Mode())
+	}
+}
+
+// TestSnapshotOutsideGit: no work tree, no snapshot.
+func TestSnapshotOutsideGit(t *testing.T) {
+	if _, _, _, err := Snapshot(context.Background(), t.TempDir()); !errors.Is(err, ErrNoRepo) {
+		t.Fatalf("%v", err)
+	}
+}
