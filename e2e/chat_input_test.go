@@ -129,8 +129,9 @@ func TestChatInputIsNeverLostOrMultiplied(t *testing.T) {
 // TestChatQuestionNeedsADeliberateKey drives an approval question in chat
 // on a real PTY: a message typed on as the question appears ("run the
 // tests⏎", an n in it) answers nothing and is the next message, not lost;
-// n after a pause denies; at the next question Ctrl+C cancels the run, as
-// the question says. spec: A2 A3 S3
+// n after a pause denies; r denies with a reason typed next, which reaches
+// the model as the call's result; at the next question Ctrl+C cancels the
+// run, as the question says. spec: A2 A3 S3
 func TestChatQuestionNeedsADeliberateKey(t *testing.T) {
 	w := newWorld(t)
 	w.start()
@@ -176,9 +177,31 @@ func TestChatQuestionNeedsADeliberateKey(t *testing.T) {
 		t.Fatalf("the typed-ahead message: %q", got[1])
 	}
 
+	// r: deny, and say why — the reason reaches the model as the result.
 	write("tool clock\r")
 	waitFor(t, "the second question", 20*time.Second, func() bool {
 		return strings.Count(out.String(), "wants to run tool clock") >= 2
+	})
+	time.Sleep(700 * time.Millisecond)
+	write("r")
+	waitFor(t, "the reason's prompt", 10*time.Second, func() bool { return strings.Contains(out.String(), "deny — why") })
+	write("use the date tool\r")
+	waitFor(t, "the denied call", 20*time.Second, func() bool {
+		for _, f := range w.events("q", "default") {
+			if f.Type == "tool_result" && strings.Contains(f.Content, "the person says: use the date tool") {
+				return true
+			}
+		}
+		return false
+	})
+	got = waitUsers(t, w, "q", 3)
+	if strings.Contains(strings.Join(got, "|"), "date tool") {
+		t.Fatalf("the reason leaked into a message: %q", got)
+	}
+
+	write("tool clock\r")
+	waitFor(t, "the third question", 20*time.Second, func() bool {
+		return strings.Count(out.String(), "wants to run tool clock") >= 3
 	})
 	write("\x03")
 	waitFor(t, "the run cancelled", 20*time.Second, func() bool {

@@ -169,7 +169,9 @@ func (k *Conn) Closed() bool {
 // is the answer to it, whatever it says.
 type ApprovalWait struct {
 	Run, ID string
-	Answer  func(decision string)
+	// Reason is set, before Answer, to a deny's reason.
+	Reason string
+	Answer func(decision string)
 }
 
 // ExpectApproval makes the next line read on this connection the answer to w.

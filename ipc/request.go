@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/cortexfs/ctx/internal/ident"
@@ -44,10 +45,13 @@ type Request struct {
 	Args      []string `json:"args,omitempty"`
 	Run       string   `json:"run,omitempty"`
 	Decision  string   `json:"decision,omitempty"`
+	// Reason is a deny's reason (approve only): the person's words, which
+	// reach the model as the call's result.
+	Reason string `json:"reason,omitempty"`
 }
 
 // requestKeys are the JSON names of Request's fields, exactly as spelled.
-var requestKeys = []string{"op", "id", "session", "scope", "cwd", "workspace", "input", "args", "run", "decision"}
+var requestKeys = []string{"op", "id", "session", "scope", "cwd", "workspace", "input", "args", "run", "decision", "reason"}
 
 // Request ops.
 const (
@@ -190,6 +194,9 @@ func ParseRequest(line []byte) (*Request, error) {
 			return nil, err
 		}
 		// The decision itself is judged by the waiting call (a bad one is "malformed").
+		if len(r.Reason) > MaxReason {
+			return bad("reason of %d bytes exceeds %d", len(r.Reason), MaxReason)
+		}
 	case "":
 		return bad("missing op")
 	default:
@@ -209,6 +216,25 @@ func (r *Request) Digest() string {
 	}{r.Op, r.Session, r.Scope, r.Cwd, r.Workspace, r.Input, r.Args})
 	h.Write(j)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// MaxReason bounds a deny's reason.
+const MaxReason = 1 << 10
+
+// ApprovalReason is the reason of a well-formed deny line ("" for any
+// other line), as the model will read it: control characters but tab
+// and newline dropped.
+func ApprovalReason(line []byte) string {
+	r, err := ParseRequest(line)
+	if err != nil || r.Op != OpApprove || r.Decision != DecisionDeny {
+		return ""
+	}
+	return strings.Map(func(c rune) rune {
+		if c < 0x20 && c != '\t' && c != '\n' || c == 0x7f {
+			return -1
+		}
+		return c
+	}, r.Reason)
 }
 
 // ClassifyApproval turns the one line read after an approval_request into a

@@ -289,3 +289,23 @@ func TestRequestKeysMatchFields(t *testing.T) {
 		t.Fatalf("requestKeys %v != Request's json names %v", requestKeys, tags)
 	}
 }
+
+// TestApprovalReason: a deny's reason is read (control characters but tab
+// and newline dropped), bounded at MaxReason, and ignored on any other
+// answer.
+func TestApprovalReason(t *testing.T) {
+	deny := `{"op":"approve","run":"run-1","id":"c1","decision":"deny","reason":"use \u001b[31mdate\ttool\nplease"}`
+	if got := ApprovalReason([]byte(deny)); got != "use [31mdate\ttool\nplease" {
+		t.Fatalf("reason %q", got)
+	}
+	if got := ApprovalReason([]byte(`{"op":"approve","run":"run-1","id":"c1","decision":"allow_once","reason":"x"}`)); got != "" {
+		t.Fatalf("an allow's reason read: %q", got)
+	}
+	long := `{"op":"approve","run":"run-1","id":"c1","decision":"deny","reason":"` + strings.Repeat("x", MaxReason+1) + `"}`
+	if _, err := ParseRequest([]byte(long)); err == nil {
+		t.Fatal("a reason over MaxReason accepted")
+	}
+	if ClassifyApproval([]byte(long), "run-1", "c1") != "malformed" {
+		t.Fatal("an over-long reason is not malformed")
+	}
+}

@@ -286,6 +286,7 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 				w.Answer(ipc.DecisionDeny)
 				continue
 			} else {
+				w.Reason = ipc.ApprovalReason(line)
 				w.Answer(ipc.ClassifyApproval(line, w.Run, w.ID))
 				continue
 			}

@@ -67,7 +67,7 @@ func (a *Actor) onApprovalAnswer(c actor.Context, m *ApprovalAnswer) {
 	if a.toolCall == nil || a.toolCall.ID != m.CallID || a.toolPID == nil {
 		return
 	}
-	c.Send(a.toolPID, &tool.Approved{Decision: m.Decision})
+	c.Send(a.toolPID, &tool.Approved{Decision: m.Decision, Reason: m.Reason})
 }
 
 // endToolCall stops the tool call in flight, if any, and writes its

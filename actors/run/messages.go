@@ -58,6 +58,7 @@ type ApprovalNeeded struct {
 // timeout, eof, malformed or mismatch.
 type ApprovalAnswer struct {
 	CallID, Decision string
+	Reason           string // a deny's: it reaches the model as the call's result
 }
 
 // internal continuations

@@ -61,7 +61,7 @@ func (a *Actor) askApproval(c actor.Context, req *ipc.Frame, update *ctlsock.Ask
 	self, root := c.Self(), c.ActorSystem().Root
 	w := &ipc.ApprovalWait{Run: req.Run, ID: req.ID}
 	w.Answer = func(decision string) {
-		root.Send(self, &approvalAnswered{run: req.Run, callID: req.ID, decision: decision, wait: w, update: update})
+		root.Send(self, &approvalAnswered{run: req.Run, callID: req.ID, decision: decision, reason: w.Reason, wait: w, update: update})
 	}
 	req.TimeoutMS = a.cfg.ApprovalTimeout.Milliseconds()
 	a.append(*req)
@@ -99,11 +99,15 @@ func (a *Actor) onApprovalAnswered(c actor.Context, m *approvalAnswered) {
 		delete(ac.approvals, m.wait)
 	}
 	delete(ac.updates, m.wait)
-	a.append(ipc.Frame{Type: ipc.TypeApproval, Run: m.run, ID: m.callID, Decision: m.decision})
+	reason := ""
+	if m.decision == ipc.DecisionDeny {
+		reason = m.reason
+	}
+	a.append(ipc.Frame{Type: ipc.TypeApproval, Run: m.run, ID: m.callID, Decision: m.decision, Reason: reason})
 	if m.update != nil {
 		// Recorded first: the control socket writes only after this.
 		m.update.Answer(m.decision)
 		return
 	}
-	c.Send(ac.pid, &run.ApprovalAnswer{CallID: m.callID, Decision: m.decision})
+	c.Send(ac.pid, &run.ApprovalAnswer{CallID: m.callID, Decision: m.decision, Reason: reason})
 }

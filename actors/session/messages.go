@@ -62,6 +62,7 @@ type appendFailed struct{ err error }
 
 type approvalAnswered struct {
 	run, callID, decision string
+	reason                string // a deny's, the person's words
 	wait                  *ipc.ApprovalWait
 	update                *ctlsock.Ask // a control-socket update's, else nil
 }

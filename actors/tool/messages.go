@@ -43,7 +43,7 @@ type NeedApproval struct {
 }
 
 // Approved answers NeedApproval: only DecisionAllowOnce runs the call (A3).
-type Approved struct{ Decision string }
+type Approved struct{ Decision, Reason string }
 
 // started hands the started process to the actor (so Cancel can kill it).
 type started struct{ p *proc.Proc }

@@ -101,8 +101,12 @@ func (a *Actor) onApproved(c actor.Context, m *Approved) {
 		return
 	}
 	if m.Decision != "allow_once" { // spec: A3 — everything else fails closed
+		content := "not approved: " + m.Decision
+		if m.Reason != "" {
+			content += "; the person says: " + m.Reason
+		}
 		a.report(c, &Result{CallID: a.call.CallID, Name: a.call.Name, Status: envelope.StatusDenied,
-			Content: "not approved: " + m.Decision, Layer: "approval"})
+			Content: content, Layer: "approval"})
 		return
 	}
 	a.spawn(c)

@@ -435,11 +435,13 @@ func capLines(s string) string {
 	return strings.Join(lines[:MaxPreviewLines], "\n") + fmt.Sprintf("\n… %d more lines", len(lines)-MaxPreviewLines)
 }
 
+// QuestionKeys is what a question's keys do, in chat and send alike.
+const QuestionKeys = "y allows once, n denies, r denies and says why, Ctrl+C cancels the run"
+
 // Question is the approval question for a tool call (not an MCP call):
 // the tool, its argv and, for write, edit and apply_patch, the change it
 // would make to the workspace ws (coloured when color is set). It ends
-// with the prompt "Allow once? (y allows once, n denies, Ctrl+C cancels
-// the run) ".
+// with the prompt "Allow once? (QuestionKeys) ".
 func Question(name string, args []string, ws string, color bool) string {
 	tool, argv := Unwrap(name, args)
 	var b strings.Builder
@@ -453,6 +455,6 @@ func Question(name string, args []string, ws string, color bool) string {
 	case note != "":
 		b.WriteString("  (" + sanitize(note) + ")\n")
 	}
-	b.WriteString("Allow once? (y allows once, n denies, Ctrl+C cancels the run) ")
+	b.WriteString("Allow once? (" + QuestionKeys + ") ")
 	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 
@@ -181,7 +182,8 @@ const chatHelp = `/sessions            the agent's sessions (ctx agent sessions)
 @path attaches a workspace file (64 KiB of text at most).
 A line starting with // sends the rest starting with /. Enter sends,
 Alt+Enter or Ctrl+J starts a new line; a paste is one message. Ctrl+C
-cancels a run; at a question y allows once, n denies, Ctrl+C cancels.
+cancels a run; at a question y allows once, n denies, r denies and says
+why, Ctrl+C cancels the run.
 `
 
 // errLeave is /exit's: the chat ends.
@@ -553,7 +555,10 @@ type keyRouter struct {
 	buf  []byte // the line editor's bytes, type-ahead first
 	idle bool
 	eof  bool
-	run  chan byte // during a run, the keys as they come; closed at end of input
+	// capture: during a run, keys are the run's alone (a deny's reason
+	// being typed), not typed ahead.
+	capture bool
+	run     chan byte // during a run, the keys as they come; closed at end of input
 }
 
 // maxTypeahead bounds what is kept for the line editor: above a 1 MiB
@@ -571,8 +576,8 @@ func (k *keyRouter) feed(p []byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, b := range p {
-		if !k.idle && b == 3 {
-			select { // Ctrl+C during a run is the run's alone
+		if !k.idle && (b == 3 || k.capture) {
+			select { // Ctrl+C during a run is the run's alone, so is a reason's key
 			case k.run <- b:
 			default:
 			}
@@ -606,7 +611,7 @@ func (k *keyRouter) close() {
 func (k *keyRouter) setIdle(idle bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.idle = idle
+	k.idle, k.capture = idle, false
 	for {
 		select {
 		case _, ok := <-k.run:
@@ -617,6 +622,13 @@ func (k *keyRouter) setIdle(idle bool) {
 			return
 		}
 	}
+}
+
+// setCapture makes the run's keys its own (true) or typed ahead again.
+func (k *keyRouter) setCapture(on bool) {
+	k.mu.Lock()
+	k.capture = on
+	k.mu.Unlock()
 }
 
 // take removes b from the end of the type-ahead: the run used that key
@@ -651,14 +663,15 @@ const settle = 500 * time.Millisecond
 
 // question is an approval request waiting for its answer.
 type question struct {
-	f     *ipc.Frame
-	shown time.Time
+	f      *ipc.Frame
+	shown  time.Time
+	reason *[]byte // after r: the reason being typed
 }
 
-// answerKey is the decision a key makes at a question, or "": only y and
-// n answer, and only after the question and the keyboard settled (a
-// key within settle of the previous one is typing). Ctrl+C is the
-// caller's: it cancels the run.
+// answerKey is the decision a key makes at a question, or "": only y, n
+// and r answer, and only after the question and the keyboard settled (a
+// key within settle of the previous one is typing). r is denyReason: the
+// person then types why. Ctrl+C is the caller's: it cancels the run.
 func answerKey(k byte, shown, lastKey, now time.Time) string {
 	if now.Sub(shown) < settle || now.Sub(lastKey) < settle {
 		return ""
@@ -668,22 +681,53 @@ func answerKey(k byte, shown, lastKey, now time.Time) string {
 		return ipc.DecisionAllowOnce
 	case 'n', 'N':
 		return ipc.DecisionDeny
+	case 'r', 'R':
+		return denyReason
 	}
 	return ""
 }
 
+// denyReason is answerKey's "deny, and say why".
+const denyReason = "deny-with-reason"
+
 // questionKeys is the prompt of a question in chat and send.
-const questionKeys = "y allows once, n denies, Ctrl+C cancels the run"
+const questionKeys = chatview.QuestionKeys
 
 // answer handles key k at question q: an answer is sent, printed and
-// taken back from the type-ahead; anything else stays typed ahead. It
-// reports whether q was answered.
+// taken back from the type-ahead; after r, the keys up to Enter are the
+// reason (taken back too); anything else stays typed ahead. It reports
+// whether q was answered.
 func answer(t io.Writer, fw *client.Follower, typed *keyRouter, q *question, k byte, lastKey time.Time) bool {
+	if q.reason != nil {
+		switch {
+		case k == '\r' || k == '\n':
+			typed.setCapture(false)
+			fmt.Fprint(t, "\n")
+			_ = fw.Deny(q.f.Run, q.f.ID, string(*q.reason))
+			return true
+		case k == 0x7f || k == 8:
+			if r := *q.reason; len(r) > 0 {
+				_, size := utf8.DecodeLastRune(r)
+				*q.reason = r[:len(r)-size]
+				fmt.Fprint(t, "\b \b")
+			}
+		case k >= 0x20 && len(*q.reason) < ipc.MaxReason:
+			*q.reason = append(*q.reason, k)
+			t.Write([]byte{k})
+		}
+		return false
+	}
 	d := answerKey(k, q.shown, lastKey, time.Now())
 	if d == "" {
 		return false
 	}
 	typed.take(k)
+	if d == denyReason {
+		q.reason = new([]byte)
+		typed.setCapture(true)
+		fmt.Fprint(t, "deny — why (Enter sends it to the model): ")
+		return false
+	}
 	fmt.Fprintf(t, "%s\n", d)
 	_ = fw.Approve(q.f.Run, q.f.ID, d)
 	return true

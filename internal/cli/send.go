@@ -181,6 +181,11 @@ func stream(env *Env, agent string, conn *client.Conn, req sendReq, raw bool, as
 			if why != "" {
 				fmt.Fprintln(env.Stderr, "ctx: "+why)
 			}
+			if decision == ipc.DecisionDeny && ask.reason != "" {
+				_ = fw.Deny(f.Run, f.ID, ask.reason)
+				ask.reason = ""
+				break
+			}
 			_ = fw.Approve(f.Run, f.ID, decision)
 		case ipc.TypeError:
 			if !raw && view == nil {
@@ -223,6 +228,8 @@ type asker struct {
 	// are allowed once each, every other call denied; log hears each.
 	policy []string
 	log    io.Writer
+	// reason is the last deny's reason (r at the question), for Deny.
+	reason string
 	// workspace and color are set when the output is rendered
 	// the question then shows the change a write, edit or
 	// apply_patch would make to the workspace, coloured.
@@ -302,7 +309,15 @@ func (a *asker) key() (decision, why string) {
 			fmt.Fprint(a.tty, "^C\r\n")
 			return "", ""
 		}
-		if d := answerKey(b[0], shown, last, time.Now()); d != "" {
+		if d := answerKey(b[0], shown, last, time.Now()); d == denyReason {
+			// The reason is a line: typed with the terminal's own editing.
+			_ = term.Restore(fd, old)
+			fmt.Fprint(a.tty, "deny — why (Enter sends it to the model): ")
+			line, _ := bufio.NewReader(a.tty).ReadString('\n')
+			a.reason = strings.TrimSpace(line)
+			_, _ = term.MakeRaw(fd)
+			return ipc.DecisionDeny, ""
+		} else if d != "" {
 			fmt.Fprintf(a.tty, "%s\r\n", d)
 			return d, ""
 		}

@@ -91,6 +91,14 @@ func (f *Follower) Approve(run, id, decision string) error {
 	return c.Send(Approve(run, id, decision))
 }
 
+// Deny answers an approval request with a deny and the person's reason.
+func (f *Follower) Deny(run, id, reason string) error {
+	f.mu.Lock()
+	c := f.conn
+	f.mu.Unlock()
+	return c.Send(Deny(run, id, reason))
+}
+
 // Close stops the follower and closes its connection.
 func (f *Follower) Close() {
 	f.mu.Lock()

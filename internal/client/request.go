@@ -23,6 +23,12 @@ func Approve(run, id, decision string) Request {
 	return Request{Op: ipc.OpApprove, Run: run, ID: id, Decision: decision}
 }
 
+// Deny is a deny with the person's reason, which reaches the model as the
+// call's result.
+func Deny(run, id, reason string) Request {
+	return Request{Op: ipc.OpApprove, Run: run, ID: id, Decision: ipc.DecisionDeny, Reason: reason}
+}
+
 // Resume asks for a session's history, then its active run live (P2).
 func Resume(session, scope string) Request {
 	return Request{Op: ipc.OpResume, Session: session, Scope: scope}
