@@ -131,17 +131,18 @@ func (c *ChatCmd) Run(env *Env) error {
 			}
 			continue
 		}
+		typed := line
 		line = strings.TrimPrefix(line, "/") // "//x" sends "/x"
 		msg, err := attachMentions(line, wd) // @path: a workspace file attached
 		if err != nil {
 			fmt.Fprintf(t, "%v\n", err)
-			ed.Prefill(line) // given back to edit, not lost
+			ed.Prefill(typed) // given back to edit, not lost
 			continue
 		}
 		req := mk(msg)
 		if err := fitsRequest(req); err != nil {
 			fmt.Fprintf(t, "%v\n", err)
-			ed.Prefill(line) // given back to edit, not lost
+			ed.Prefill(typed) // given back to edit, not lost
 			continue
 		}
 		keys.setIdle(false)
