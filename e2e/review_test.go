@@ -11,7 +11,8 @@ import (
 // TestDiffAndUndo: a run whose tool changes the workspace (a shell script
 // editing, adding, deleting, chmod-ing files — any tool, not only the
 // standard ones) is shown by `ctx agent diff` and put back byte for byte
-// by `ctx agent undo`; the repository's index and refs are untouched; an
+// by `ctx agent undo`; the repository's index, refs and objects are
+// untouched; an
 // undo after a later change refuses and changes nothing.
 func TestDiffAndUndo(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
@@ -40,6 +41,7 @@ func TestDiffAndUndo(t *testing.T) {
 	git("commit", "-qm", "init")
 	index0, _ := os.ReadFile(filepath.Join(ws, ".git", "index"))
 	refs0 := git("show-ref")
+	objects0 := git("count-objects", "-v")
 
 	if r := w.ctx(ws, "", "agent", "send", "u", "tool", "mutate"); r.code != 0 || !strings.Contains(r.stdout, "mutated") {
 		t.Fatalf("send: %d %s %s", r.code, r.stdout, r.stderr)
@@ -50,8 +52,8 @@ func TestDiffAndUndo(t *testing.T) {
 			t.Errorf("diff lacks %q: %d\n%s%s", want, r.code, r.stdout, r.stderr)
 		}
 	}
-	if b, _ := os.ReadFile(filepath.Join(ws, ".git", "index")); string(b) != string(index0) || git("show-ref") != refs0 {
-		t.Fatal("the snapshot touched the repository's index or refs")
+	if b, _ := os.ReadFile(filepath.Join(ws, ".git", "index")); string(b) != string(index0) || git("show-ref") != refs0 || git("count-objects", "-v") != objects0 {
+		t.Fatal("the snapshot touched the repository's index, refs or objects")
 	}
 	os.WriteFile(filepath.Join(ws, "new.bin"), []byte("mine"), 0o644)
 	if r := w.ctx(ws, "", "agent", "undo", "u"); r.code != 1 || !strings.Contains(r.stderr, "changed since the run: new.bin") {

@@ -34,14 +34,13 @@ type audit struct {
 // the session at once, so `ctx agent diff` works while the run goes on.
 // Outside a git work tree (or with no git) nothing is recorded.
 func (a *audit) takeReview(sessionDir, run, ws string, log *slog.Logger) {
-	tree, top, prefix, err := review.Snapshot(context.Background(), ws)
+	r, err := review.Start(context.Background(), sessionDir, run, ws)
 	if err != nil {
 		if !errors.Is(err, review.ErrNoRepo) {
 			log.Warn("workspace snapshot not taken: no diff or undo for this run", "err", err)
 		}
 		return
 	}
-	r := review.Record{Run: run, Workspace: ws, Top: top, Prefix: prefix, Before: tree}
 	if err := review.Save(sessionDir, r); err != nil {
 		log.Warn("workspace snapshot not saved: no diff or undo for this run", "err", err)
 		return
@@ -54,12 +53,10 @@ func (a *audit) endReview(log *slog.Logger) {
 	if a.rev == nil {
 		return
 	}
-	tree, _, _, err := review.Snapshot(context.Background(), a.rev.Workspace)
-	if err != nil {
+	if err := a.rev.End(context.Background()); err != nil {
 		log.Warn("workspace snapshot at the run's end not taken: diff shows the workspace as it is now", "err", err)
 		return
 	}
-	a.rev.After = tree
 	if err := review.Save(a.revDir, *a.rev); err != nil {
 		log.Warn("workspace snapshot at the run's end not saved", "err", err)
 	}

@@ -21,8 +21,8 @@ func (c *DiffCmd) Help() string {
 included: the workspace as the run found it against the workspace as it left
 it (as it is now, while the run goes on). Recorded for a send run whose
 workspace is in a git work tree, as git tree objects written through a
-private index (the repository's index, branches, refs and stash are never
-touched); files .gitignore excludes are not recorded. Undo it with
+private index into the session's own object store (nothing of the
+repository is written); files .gitignore excludes are not recorded. Undo it with
 ctx agent undo.`
 }
 

@@ -5,12 +5,13 @@
 //
 // Where the workspace is in a git work tree, a snapshot is a git tree
 // object of the workspace's files as they are (tracked, and untracked ones
-// .gitignore does not exclude), written through a private index file: the
-// user's index, branches, stash and refs are never touched; only objects
-// are added to the repository's object store (unreferenced, so git's own
-// gc prunes them after its grace period, two weeks by default). git runs
-// on the host with the repository's hooks and fsmonitor off. Outside a git
-// work tree nothing is recorded yet.
+// .gitignore does not exclude), written through a private index file into
+// a private object store in the session (GIT_OBJECT_DIRECTORY, with the
+// repository's own store as an alternate, so only contents the repository
+// lacks are stored): nothing of the repository is written — not its
+// index, branches, refs, stash nor objects. git runs on the host with the
+// repository's hooks and fsmonitor off. Outside a git work tree nothing is
+// recorded yet.
 //
 // A run's record is <session>/review/<run>.json: the workspace, the
 // repository's top and the workspace's place in it, and the trees before
@@ -41,7 +42,16 @@ type Record struct {
 	Prefix    string `json:"prefix"` // the workspace below Top ("" = Top itself), slash-separated
 	Before    string `json:"before"` // tree object ids
 	After     string `json:"after,omitempty"`
+	// Objects is the private object store; RepoObjects the repository's,
+	// its alternate.
+	Objects     string `json:"objects"`
+	RepoObjects string `json:"repo_objects"`
 }
+
+// store is where git reads and writes objects for a record.
+type store struct{ objects, repo string }
+
+func (r Record) store() store { return store{r.Objects, r.RepoObjects} }
 
 // ErrNoRepo means the workspace is in no git work tree: nothing is recorded.
 var ErrNoRepo = errors.New("not in a git work tree")
@@ -52,7 +62,7 @@ var ErrNone = errors.New("no run of this session has a snapshot")
 // git runs git in dir with the repository's own programs off: no hook,
 // no fsmonitor, no optional lock (a snapshot must not take the user's
 // index lock), and, for a snapshot, a private index.
-func git(ctx context.Context, dir, index string, stdin io.Reader, args ...string) ([]byte, error) {
+func git(ctx context.Context, dir, index string, st store, args ...string) ([]byte, error) {
 	full := append([]string{"-C", dir, "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
 		"-c", "core.untrackedCache=false", "-c", "diff.external=", "--no-pager"}, args...)
 	cmd := exec.CommandContext(ctx, "git", full...)
@@ -60,7 +70,9 @@ func git(ctx context.Context, dir, index string, stdin io.Reader, args ...string
 	if index != "" {
 		cmd.Env = append(cmd.Env, "GIT_INDEX_FILE="+index)
 	}
-	cmd.Stdin = stdin
+	if st.objects != "" {
+		cmd.Env = append(cmd.Env, "GIT_OBJECT_DIRECTORY="+st.objects, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+st.repo)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -69,46 +81,72 @@ func git(ctx context.Context, dir, index string, stdin io.Reader, args ...string
 	return out.Bytes(), nil
 }
 
-// Snapshot returns the tree of the workspace's files now, and where the
-// workspace is in its repository.
-func Snapshot(ctx context.Context, workspace string) (tree, top, prefix string, err error) {
+// Start snapshots the workspace at a run's start: its record, with the
+// private object store under sessionDir.
+func Start(ctx context.Context, sessionDir, run, workspace string) (Record, error) {
+	r := Record{Run: run, Workspace: workspace, Objects: filepath.Join(Dir(sessionDir), "objects")}
 	if _, err := exec.LookPath("git"); err != nil {
-		return "", "", "", ErrNoRepo
+		return r, ErrNoRepo
 	}
-	out, err := git(ctx, workspace, "", nil, "rev-parse", "--show-toplevel", "--show-prefix", "--git-dir")
+	out, err := git(ctx, workspace, "", store{}, "rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "objects")
 	if err != nil {
-		return "", "", "", ErrNoRepo
+		return r, ErrNoRepo
 	}
 	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
 	if len(lines) < 3 {
-		return "", "", "", ErrNoRepo
+		return r, ErrNoRepo
 	}
-	top, prefix = lines[0], strings.TrimSuffix(lines[1], "/")
-	gitDir := lines[2]
-	if !filepath.IsAbs(gitDir) {
-		gitDir = filepath.Join(workspace, gitDir)
+	r.Top, r.Prefix, r.RepoObjects = lines[0], strings.TrimSuffix(lines[1], "/"), lines[2]
+	if !filepath.IsAbs(r.RepoObjects) {
+		r.RepoObjects = filepath.Join(workspace, r.RepoObjects)
 	}
+	if err := os.MkdirAll(r.Objects, 0o700); err != nil {
+		return r, err
+	}
+	r.Before, err = r.snapshot(ctx)
+	return r, err
+}
+
+// snapshot returns the tree of the workspace's files now.
+func (r Record) snapshot(ctx context.Context) (string, error) {
+	gitDir := filepath.Dir(r.RepoObjects)
 	// A private index, seeded with a copy of the user's (its stat data
 	// spares hashing the files that did not change).
 	idx, err := os.CreateTemp("", "ctx-review-index-*")
 	if err != nil {
-		return "", "", "", err
+		return "", err
 	}
 	idx.Close()
 	defer os.Remove(idx.Name())
-	if b, err := os.ReadFile(filepath.Join(gitDir, "index")); err == nil {
+	orig := filepath.Join(gitDir, "index")
+	if b, err := os.ReadFile(orig); err == nil {
 		_ = os.WriteFile(idx.Name(), b, 0o600)
+		// The copy keeps the index's time: git re-hashes the entries
+		// not older than it ("racily clean"); a newer copy would make
+		// it trust a same-size file changed within that second.
+		if st, err := os.Stat(orig); err == nil {
+			_ = os.Chtimes(idx.Name(), st.ModTime(), st.ModTime())
+		}
 	} else {
 		os.Remove(idx.Name()) // git makes a fresh one
 	}
-	if _, err := git(ctx, workspace, idx.Name(), nil, "add", "-A", "--", "."); err != nil {
-		return "", "", "", err
+	if _, err := git(ctx, r.Workspace, idx.Name(), r.store(), "add", "-A", "--", "."); err != nil {
+		return "", err
 	}
-	out, err = git(ctx, workspace, idx.Name(), nil, "write-tree")
+	out, err := git(ctx, r.Workspace, idx.Name(), r.store(), "write-tree")
 	if err != nil {
-		return "", "", "", err
+		return "", err
 	}
-	return strings.TrimSpace(string(out)), top, prefix, nil
+	return strings.TrimSpace(string(out)), nil
+}
+
+// End records the workspace as the run left it.
+func (r *Record) End(ctx context.Context) error {
+	t, err := r.snapshot(ctx)
+	if err == nil {
+		r.After = t
+	}
+	return err
 }
 
 // Dir is where a session keeps its records.
@@ -129,7 +167,13 @@ func Load(sessionDir, run string) (Record, error) {
 	var r Record
 	name := run
 	if name == "" {
-		ents, err := os.ReadDir(Dir(sessionDir))
+		all, err := os.ReadDir(Dir(sessionDir))
+		var ents []os.DirEntry
+		for _, e := range all {
+			if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".json") {
+				ents = append(ents, e) // not objects/
+			}
+		}
 		if err != nil || len(ents) == 0 {
 			return r, ErrNone
 		}
@@ -158,13 +202,13 @@ func Load(sessionDir, run string) (Record, error) {
 func Diff(ctx context.Context, r Record, w io.Writer) error {
 	after := r.After
 	if after == "" {
-		t, _, _, err := Snapshot(ctx, r.Workspace)
+		t, err := r.snapshot(ctx)
 		if err != nil {
 			return err
 		}
 		after = t
 	}
-	out, err := git(ctx, r.Top, "", nil, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", r.Before, after, "--", pathspec(r))
+	out, err := git(ctx, r.Top, "", r.store(), "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", r.Before, after, "--", pathspec(r))
 	if err != nil {
 		return err
 	}

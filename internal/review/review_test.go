@@ -47,9 +47,11 @@ func TestSnapshotDiffUndo(t *testing.T) {
 	index0, _ := os.ReadFile(filepath.Join(repo, ".git", "index"))
 	refs0 := gitT(t, repo, "show-ref")
 
-	before, top, prefix, err := Snapshot(ctx, ws)
-	if err != nil || prefix != "app" {
-		t.Fatalf("snapshot: %q %q %q %v", before, top, prefix, err)
+	dir := t.TempDir()
+	objects0 := gitT(t, repo, "count-objects", "-v")
+	r, err := Start(ctx, dir, "run-1", ws)
+	if err != nil || r.Prefix != "app" || r.Before == "" {
+		t.Fatalf("snapshot: %+v %v", r, err)
 	}
 	// The run: an edit, a new file, a deletion, an untracked file changed, a chmod.
 	os.WriteFile(filepath.Join(ws, "src/calc.sh"), []byte("add() { echo $(( $1 + $2 )); }\n"), 0o644)
@@ -57,12 +59,9 @@ func TestSnapshotDiffUndo(t *testing.T) {
 	os.Remove(filepath.Join(ws, "gone.txt"))
 	os.WriteFile(filepath.Join(ws, "notes.untracked"), []byte("overwritten\n"), 0o644)
 	os.Chmod(filepath.Join(ws, "run.sh"), 0o755)
-	after, _, _, err := Snapshot(ctx, ws)
-	if err != nil {
+	if err := r.End(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	r := Record{Run: "run-1", Workspace: ws, Top: top, Prefix: prefix, Before: before, After: after}
 	if err := Save(dir, r); err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +86,9 @@ func TestSnapshotDiffUndo(t *testing.T) {
 	}
 	if gitT(t, repo, "show-ref") != refs0 || gitT(t, repo, "stash", "list") != "" {
 		t.Error("refs or the stash changed")
+	}
+	if gitT(t, repo, "count-objects", "-v") != objects0 {
+		t.Error("the snapshots wrote objects into the repository")
 	}
 
 	// A later change to one of the run's files: refused, nothing touched.
@@ -120,7 +122,7 @@ func TestSnapshotDiffUndo(t *testing.T) {
 
 // TestSnapshotOutsideGit: no work tree, no snapshot.
 func TestSnapshotOutsideGit(t *testing.T) {
-	if _, _, _, err := Snapshot(context.Background(), t.TempDir()); !errors.Is(err, ErrNoRepo) {
+	if _, err := Start(context.Background(), t.TempDir(), "run-1", t.TempDir()); !errors.Is(err, ErrNoRepo) {
 		t.Fatalf("%v", err)
 	}
 }

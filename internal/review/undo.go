@@ -31,7 +31,7 @@ func Changes(ctx context.Context, r Record) ([]Change, error) {
 	if r.After == "" {
 		return nil, errors.New("the run has not ended: nothing to undo yet")
 	}
-	out, err := git(ctx, r.Top, "", nil, "diff", "--name-status", "-z", "--no-renames", r.Before, r.After, "--", pathspec(r))
+	out, err := git(ctx, r.Top, "", r.store(), "diff", "--name-status", "-z", "--no-renames", r.Before, r.After, "--", pathspec(r))
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +58,11 @@ func Undo(ctx context.Context, r Record) ([]Change, error) {
 	if err != nil || len(cs) == 0 {
 		return cs, err
 	}
-	now, _, _, err := Snapshot(ctx, r.Workspace)
+	now, err := r.snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out, err := git(ctx, r.Top, "", nil, "diff", "--name-only", "-z", "--no-renames", r.After, now, "--", pathspec(r))
+	out, err := git(ctx, r.Top, "", r.store(), "diff", "--name-only", "-z", "--no-renames", r.After, now, "--", pathspec(r))
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func Undo(ctx context.Context, r Record) ([]Change, error) {
 
 // blob is the mode and content of path in the before tree.
 func blob(ctx context.Context, r Record, full string) (string, []byte, error) {
-	out, err := git(ctx, r.Top, "", nil, "ls-tree", "-z", r.Before, "--", full)
+	out, err := git(ctx, r.Top, "", r.store(), "ls-tree", "-z", r.Before, "--", full)
 	if err != nil {
 		return "", nil, err
 	}
@@ -119,7 +119,7 @@ func blob(ctx context.Context, r Record, full string) (string, []byte, error) {
 	if !ok || len(fs) != 3 || fs[1] != "blob" {
 		return "", nil, fmt.Errorf("not a file in the snapshot: %q", out)
 	}
-	data, err := git(ctx, r.Top, "", nil, "cat-file", "blob", fs[2])
+	data, err := git(ctx, r.Top, "", r.store(), "cat-file", "blob", fs[2])
 	return fs[0], data, err
 }
 
