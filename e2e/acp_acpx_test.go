@@ -287,7 +287,13 @@ func TestACPXDrivesCtx(t *testing.T) {
 		t.Errorf("the real server's call: %q\n%s\n%s", r.text(), r.stdout, r.stderr)
 	}
 
-	// Cancel from another acpx process while a prompt streams.
+	// Cancel from another acpx process while a prompt streams. Like
+	// w.acpx, start it once the previous `ctx acp` (a queue owner with a
+	// 1 s ttl) is gone: one caught shutting down takes the prompt with it.
+	marker := w.ctxBin + "\x00acp\x00demo\x00"
+	for deadline := time.Now().Add(20 * time.Second); len(procsWith(marker)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	long := w.acpxCmd(acpx, "demo", ws, append(mcpArgs, "prompt", "sleep 30")...)
 	out := &syncBuffer{}
 	long.Stdout, long.Stderr = out, out
