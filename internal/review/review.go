@@ -85,6 +85,9 @@ func git(ctx context.Context, dir, index string, st store, args ...string) ([]by
 // private object store under sessionDir.
 func Start(ctx context.Context, sessionDir, run, workspace string) (Record, error) {
 	r := Record{Run: run, Workspace: workspace, Objects: filepath.Join(Dir(sessionDir), "objects")}
+	if !inWorkTree(workspace) {
+		return r, ErrNoRepo // no git process for a workspace outside git: a send's start stays cheap
+	}
 	if _, err := exec.LookPath("git"); err != nil {
 		return r, ErrNoRepo
 	}
@@ -105,6 +108,19 @@ func Start(ctx context.Context, sessionDir, run, workspace string) (Record, erro
 	}
 	r.Before, err = r.snapshot(ctx)
 	return r, err
+}
+
+// inWorkTree says whether dir or a directory above it holds a .git (a
+// few lstat calls; git itself decides the rest).
+func inWorkTree(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return true
+		}
+		if d == filepath.Dir(d) {
+			return false
+		}
+	}
 }
 
 // snapshot returns the tree of the workspace's files now.
