@@ -65,6 +65,9 @@ const (
 	// session's actor closes its log and archives-then-deletes the
 	// directory; a session with an active or waiting run answers busy.
 	OpRemove = "remove"
+	// OpRename gives an idle session another name (args: [NEW]): its
+	// actor closes its log and renames the directory, never over another.
+	OpRename = "rename"
 )
 
 // Approval decisions a client may send; the host adds timeout, eof, malformed, mismatch.
@@ -173,6 +176,16 @@ func ParseRequest(line []byte) (*Request, error) {
 		}
 	case OpResume, OpRemove:
 		if err := session(); err != nil {
+			return nil, err
+		}
+	case OpRename:
+		if err := session(); err != nil {
+			return nil, err
+		}
+		if len(r.Args) != 1 {
+			return bad("rename: args must hold the new name")
+		}
+		if err := layout.CheckName("session", r.Args[0]); err != nil {
 			return nil, err
 		}
 	case OpCancel:

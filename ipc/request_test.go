@@ -309,3 +309,19 @@ func TestApprovalReason(t *testing.T) {
 		t.Fatal("an over-long reason is not malformed")
 	}
 }
+
+// TestParseRename: rename needs a session and exactly one valid new name.
+func TestParseRename(t *testing.T) {
+	for line, ok := range map[string]bool{
+		`{"op":"rename","session":"a","args":["b"]}`:      true,
+		`{"op":"rename","session":"a","args":[]}`:         false,
+		`{"op":"rename","session":"a","args":["b","c"]}`:  false,
+		`{"op":"rename","session":"a","args":["../x"]}`:   false,
+		`{"op":"rename","args":["b"]}`:                    true, // the default session
+		`{"op":"rename","session":"a","args":[".trash"]}`: false,
+	} {
+		if _, err := ParseRequest([]byte(line)); (err == nil) != ok {
+			t.Errorf("%s: err %v, want ok=%v", line, err, ok)
+		}
+	}
+}

@@ -364,7 +364,7 @@ func (a *Actor) onIncoming(c actor.Context, m *incoming) {
 		return
 	}
 	key := session.Key{Agent: a.name, Scope: m.req.Scope, Name: m.req.Session}
-	if _, live := a.sessions[key]; !live && m.req.Op == ipc.OpRemove {
+	if _, live := a.sessions[key]; !live && (m.req.Op == ipc.OpRemove || m.req.Op == ipc.OpRename) {
 		// Removing a session that does not exist creates nothing.
 		if _, err := os.Lstat(a.cfg.Layout.SessionDir(a.name, key.Scope, key.Name)); errors.Is(err, os.ErrNotExist) {
 			f := ipc.ErrorFrame("", ipc.Errorf(ipc.CodeNotFound, "no such session %s (%s)", key.Name, key.Scope))

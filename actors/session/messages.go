@@ -70,5 +70,6 @@ type approvalAnswered struct {
 // removed: the removal goroutine finished (err nil: the files are gone).
 type removed struct {
 	conn *ipc.Conn
+	op   string // ipc.OpRemove or ipc.OpRename
 	err  error
 }

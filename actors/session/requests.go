@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/cortexfs/ctx/actors/run"
 	"github.com/cortexfs/ctx/ctlsock"
+	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/sessions"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -23,6 +24,9 @@ func (a *Actor) onRequest(c actor.Context, m *Request) {
 	switch m.Req.Op {
 	case ipc.OpRemove: // a corrupt log can be removed too
 		a.onRemove(c, m)
+		return
+	case ipc.OpRename:
+		a.onRemove(c, m) // the same closing; the directory is renamed
 		return
 	}
 	if a.phase == phaseBroken {
@@ -163,10 +167,12 @@ func (a *Actor) onResume(m *Request) {
 	m.Conn.SendFrame(&ipc.Frame{Type: ipc.TypeCaughtUp, Session: a.key.Name, ActiveRun: ar})
 }
 
-// onRemove: an idle session closes its log and its directory is archived
-// then deleted (sessions.Remove) on a goroutine; requests arriving
-// meanwhile wait in the stash and are served by a fresh log. A session
-// with an active or queued run answers busy and nothing changes.
+// onRemove (remove and rename): an idle session closes its log and its
+// directory is archived then deleted (sessions.Remove) or renamed, never
+// over another session (sessions.Rename), on a goroutine; requests
+// arriving meanwhile wait in the stash and are served by a fresh log under
+// this name. A session with an active or queued run answers busy and
+// nothing changes; a failed rename reopens the log where it was.
 func (a *Actor) onRemove(c actor.Context, m *Request) {
 	if a.active != nil || len(a.queue) > 0 {
 		msg := "session " + a.key.Name + " has runs waiting"
@@ -182,31 +188,38 @@ func (a *Actor) onRemove(c actor.Context, m *Request) {
 	if in != nil {
 		in.close() // the writer writes what it holds, closes the files, then closes flushed
 	}
-	self, root, l, key, conn := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.key, m.Conn
+	self, root, l, key, conn, req := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.key, m.Conn, m.Req
 	go func() {
 		if flushed != nil {
 			<-flushed
 		}
-		root.Send(self, &removed{conn: conn, err: sessions.Remove(l, key.Agent, key.Scope, key.Name)})
+		if req.Op == ipc.OpRename {
+			root.Send(self, &removed{conn: conn, op: req.Op, err: sessions.Rename(l, key.Agent, key.Scope, key.Name, req.Args[0])})
+			return
+		}
+		root.Send(self, &removed{conn: conn, op: ipc.OpRemove, err: sessions.Remove(l, key.Agent, key.Scope, key.Name)})
 	}()
 }
 
 func (a *Actor) onRemoved(c actor.Context, m *removed) {
 	if m.err != nil {
-		a.log.Error("session removal failed; reopening it", "err", m.err)
+		a.log.Error("session "+m.op+" failed; reopening it", "err", m.err)
 		code := ipc.CodeInternal
-		if errors.Is(m.err, sessions.ErrNotFound) {
+		switch {
+		case errors.Is(m.err, sessions.ErrNotFound):
 			code = ipc.CodeNotFound
+		case errors.Is(m.err, sessions.ErrExists), errors.Is(m.err, layout.ErrBadName):
+			code = ipc.CodeBadRequest
 		}
 		a.reply(m.conn, code, "", m.err.Error())
 		a.to(phaseOpening)
 		a.open(c)
 		return
 	}
-	a.log.Info("session removed")
+	a.log.Info("session "+m.op+"d", "op", m.op)
 	a.seq, a.end, a.msgs, a.msgsSize, a.reqs = 0, 0, nil, 0, map[string]*reqInfo{}
 	a.keep.subs.dropAll()
-	m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeAck, Session: a.key.Name, Op: ipc.OpRemove})
+	m.conn.SendFrame(&ipc.Frame{Type: ipc.TypeAck, Session: a.key.Name, Op: m.op})
 	if len(a.stash) > 0 {
 		a.to(phaseOpening)
 		a.open(c) // requests that came during the removal start the new log

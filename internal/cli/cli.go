@@ -102,27 +102,28 @@ type CLI struct {
 // cancel) speaks only to the agent socket; watch and attach only to the
 // terminal's ctxterm socket; tools run through tsh inside the sandbox.
 type AgentCmd struct {
-	Create    AgentCreateCmd `cmd:"" help:"Create an agent. Example: ctx agent create demo --exec ./demo-agent"`
-	List      AgentListCmd   `cmd:"" help:"List agents. Example: ctx agent list"`
-	Show      AgentShowCmd   `cmd:"" help:"Show an agent's definition. Example: ctx agent show demo"`
-	Rm        AgentRmCmd     `cmd:"" help:"Remove an agent's definition (sessions are kept). Example: ctx agent rm demo"`
-	Get       AgentGetCmd    `cmd:"" help:"Print a control file. Example: ctx agent get demo window"`
-	Set       AgentSetCmd    `cmd:"" help:"Validate and atomically replace a control file. Example: ctx agent set demo approval ask"`
-	Send      SendCmd        `cmd:"" help:"Send one message and print the answer. Example: ctx agent send demo what time is it"`
-	Chat      ChatCmd        `cmd:"" help:"Interactive chat. Example: ctx agent chat demo"`
-	Resume    ResumeCmd      `cmd:"" help:"Print a session's history and follow its active run. Example: ctx agent resume demo"`
-	Sessions  SessionsCmd    `cmd:"" help:"List the agent's sessions with their state, runs and title (no daemon needed). Example: ctx agent sessions demo"`
-	History   HistoryCmd     `cmd:"" help:"Print a session's transcript from its log (no daemon needed). Example: ctx agent history demo --session default"`
-	RmSession RmSessionCmd   `cmd:"" name:"rm-session" help:"Remove a session's files (refused while a run is active). Example: ctx agent rm-session demo old"`
-	Cancel    CancelCmd      `cmd:"" help:"Cancel the active run of a session. Example: ctx agent cancel demo"`
-	Diff      DiffCmd        `cmd:"" help:"What a run changed in its workspace (any tool, bash included). Example: ctx agent diff demo"`
-	Undo      UndoCmd        `cmd:"" help:"Put back what a run changed in its workspace. Example: ctx agent undo demo"`
-	Tsh       TshCmd         `cmd:"" help:"Run one tsh command through the runtime (no model). Example: ctx agent tsh demo -- list"`
-	Prompt    PromptCmd      `cmd:"" help:"Print the prompt the next run would send. Example: ctx agent prompt demo"`
-	Start     StartCmd       `cmd:"" help:"Start the agent's persistent terminal. Example: ctx agent start demo"`
-	Stop      StopCmd        `cmd:"" help:"Stop the agent's persistent terminal. Example: ctx agent stop demo"`
-	Watch     WatchCmd       `cmd:"" help:"Watch the agent's terminal (read-only). Example: ctx agent watch demo"`
-	Attach    AttachCmd      `cmd:"" help:"Attach to the agent's terminal (read-write). Example: ctx agent attach demo"`
+	Create        AgentCreateCmd   `cmd:"" help:"Create an agent. Example: ctx agent create demo --exec ./demo-agent"`
+	List          AgentListCmd     `cmd:"" help:"List agents. Example: ctx agent list"`
+	Show          AgentShowCmd     `cmd:"" help:"Show an agent's definition. Example: ctx agent show demo"`
+	Rm            AgentRmCmd       `cmd:"" help:"Remove an agent's definition (sessions are kept). Example: ctx agent rm demo"`
+	Get           AgentGetCmd      `cmd:"" help:"Print a control file. Example: ctx agent get demo window"`
+	Set           AgentSetCmd      `cmd:"" help:"Validate and atomically replace a control file. Example: ctx agent set demo approval ask"`
+	Send          SendCmd          `cmd:"" help:"Send one message and print the answer. Example: ctx agent send demo what time is it"`
+	Chat          ChatCmd          `cmd:"" help:"Interactive chat. Example: ctx agent chat demo"`
+	Resume        ResumeCmd        `cmd:"" help:"Print a session's history and follow its active run. Example: ctx agent resume demo"`
+	Sessions      SessionsCmd      `cmd:"" help:"List the agent's sessions with their state, runs and title (no daemon needed). Example: ctx agent sessions demo"`
+	History       HistoryCmd       `cmd:"" help:"Print a session's transcript from its log (no daemon needed). Example: ctx agent history demo --session default"`
+	RmSession     RmSessionCmd     `cmd:"" name:"rm-session" help:"Remove a session's files (refused while a run is active). Example: ctx agent rm-session demo old"`
+	RenameSession RenameSessionCmd `cmd:"" name:"rename-session" help:"Give a session another name (refused while a run is active). Example: ctx agent rename-session demo default bugfix"`
+	Cancel        CancelCmd        `cmd:"" help:"Cancel the active run of a session. Example: ctx agent cancel demo"`
+	Diff          DiffCmd          `cmd:"" help:"What a run changed in its workspace (any tool, bash included). Example: ctx agent diff demo"`
+	Undo          UndoCmd          `cmd:"" help:"Put back what a run changed in its workspace. Example: ctx agent undo demo"`
+	Tsh           TshCmd           `cmd:"" help:"Run one tsh command through the runtime (no model). Example: ctx agent tsh demo -- list"`
+	Prompt        PromptCmd        `cmd:"" help:"Print the prompt the next run would send. Example: ctx agent prompt demo"`
+	Start         StartCmd         `cmd:"" help:"Start the agent's persistent terminal. Example: ctx agent start demo"`
+	Stop          StopCmd          `cmd:"" help:"Stop the agent's persistent terminal. Example: ctx agent stop demo"`
+	Watch         WatchCmd         `cmd:"" help:"Watch the agent's terminal (read-only). Example: ctx agent watch demo"`
+	Attach        AttachCmd        `cmd:"" help:"Attach to the agent's terminal (read-write). Example: ctx agent attach demo"`
 }
 
 // TerminalCmd groups the terminal resource commands.
