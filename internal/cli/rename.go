@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cortexfs/ctx/actors/terminal"
 	"github.com/cortexfs/ctx/internal/client"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/sessions"
+	terminal "github.com/cortexfs/ctx/internal/termres"
 	"github.com/cortexfs/ctx/ipc"
 )
 
