@@ -66,30 +66,8 @@ func (c *RenameSessionCmd) Run(env *Env) error {
 }
 
 func (c *RenameSessionCmd) viaDaemon(env *Env, what string) error {
-	conn, err := client.DialAgent(env.Ctx, env.Layout, c.Name)
-	if err != nil {
-		return Exit(ExitUnavailable, err)
-	}
-	defer conn.Close()
-	if err := conn.Send(client.Request{Op: ipc.OpRename, Session: c.Session, Scope: c.Scope, Args: []string{c.New}}); err != nil {
-		return Exit(ExitUnavailable, err)
-	}
-	for {
-		f, _, err := conn.Next()
-		if err != nil {
-			return Exit(ExitUnavailable, fmt.Errorf("rename %s: %w", what, err))
-		}
-		switch {
-		case f.Type == ipc.TypeAck && f.Op == ipc.OpRename:
-			return nil
-		case f.Type != ipc.TypeError:
-			continue
-		case f.Code == ipc.CodeBusy:
-			return Exit(ExitRunError, fmt.Errorf("%s: %s (ctx agent cancel %s --session %s --scope %s)", what, f.Message, c.Name, c.Session, c.Scope))
-		case f.Code == ipc.CodeNotFound:
-			return Exit(ExitUsage, fmt.Errorf("no %s", what))
-		default:
-			return Exit(ExitUsage, fmt.Errorf("rename %s: %s", what, f.Message))
-		}
-	}
+	req := client.Request{Op: ipc.OpRename, Session: c.Session, Scope: c.Scope, Args: []string{c.New}}
+	return sessionOp(env, c.Name, c.Session, c.Scope, what, req, func(msg string) error {
+		return Exit(ExitUsage, fmt.Errorf("rename %s: %s", what, msg))
+	})
 }

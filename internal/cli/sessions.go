@@ -264,32 +264,41 @@ func (c *RmSessionCmd) Run(env *Env) error {
 }
 
 func (c *RmSessionCmd) viaDaemon(env *Env, what string) error {
-	conn, err := client.DialAgent(env.Ctx, env.Layout, c.Name)
+	return sessionOp(env, c.Name, c.Session, c.Scope, what, client.Remove(c.Session, c.Scope), func(msg string) error {
+		return Exit(ExitUnavailable, fmt.Errorf("remove %s: the running daemon does not know this request (%s); restart it", what, msg))
+	})
+}
+
+// sessionOp sends req — a remove or rename of an idle session — to the
+// daemon, which holds the session's log, and waits for its ack; badRequest
+// says what a bad_request answer means for this op.
+func sessionOp(env *Env, agent, session, scope, what string, req client.Request, badRequest func(msg string) error) error {
+	conn, err := client.DialAgent(env.Ctx, env.Layout, agent)
 	if err != nil {
 		return Exit(ExitUnavailable, err)
 	}
 	defer conn.Close()
-	if err := conn.Send(client.Remove(c.Session, c.Scope)); err != nil {
+	if err := conn.Send(req); err != nil {
 		return Exit(ExitUnavailable, err)
 	}
 	for {
 		f, _, err := conn.Next()
 		if err != nil {
-			return Exit(ExitUnavailable, fmt.Errorf("remove %s: %w", what, err))
+			return Exit(ExitUnavailable, fmt.Errorf("%s %s: %w", req.Op, what, err))
 		}
 		switch {
-		case f.Type == ipc.TypeAck && f.Op == ipc.OpRemove:
+		case f.Type == ipc.TypeAck && f.Op == req.Op:
 			return nil
 		case f.Type != ipc.TypeError:
 			continue
 		case f.Code == ipc.CodeBusy:
-			return Exit(ExitRunError, fmt.Errorf("%s: %s (ctx agent cancel %s --session %s --scope %s)", what, f.Message, c.Name, c.Session, c.Scope))
+			return Exit(ExitRunError, fmt.Errorf("%s: %s (ctx agent cancel %s --session %s --scope %s)", what, f.Message, agent, session, scope))
 		case f.Code == ipc.CodeNotFound:
 			return Exit(ExitUsage, fmt.Errorf("no %s", what))
 		case f.Code == ipc.CodeBadRequest:
-			return Exit(ExitUnavailable, fmt.Errorf("remove %s: the running daemon does not know this request (%s); restart it", what, f.Message))
+			return badRequest(f.Message)
 		default:
-			return Exit(ExitRunError, fmt.Errorf("remove %s: %s: %s", what, f.Code, f.Message))
+			return Exit(ExitRunError, fmt.Errorf("%s %s: %s: %s", req.Op, what, f.Code, f.Message))
 		}
 	}
 }
