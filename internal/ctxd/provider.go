@@ -259,10 +259,7 @@ func providerTest(ctx context.Context, l layout.Layout, name string, stdout io.W
 			req.Header.Set("Authorization", "Bearer "+pc.APIKey.Reveal())
 		}
 	}
-	host := req.URL.Host
-	if req.URL.Port() == "" {
-		host = net.JoinHostPort(req.URL.Hostname(), map[string]string{"https": "443", "http": "80"}[req.URL.Scheme])
-	}
+	host := provider.HostPort(req.URL.String()) // as a run's connection error names it
 	keyFrom := "no key"
 	if pc.KeySource != "" {
 		keyFrom = "the key from " + pc.KeySource

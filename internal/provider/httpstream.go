@@ -44,7 +44,7 @@ func newEndpoint(pc ProviderConfig, url string) endpoint {
 	return endpoint{
 		name:    pc.Name,
 		url:     url,
-		host:    hostPort(url),
+		host:    HostPort(url),
 		key:     pc.APIKey,
 		client:  &http.Client{Transport: tr},
 		timeout: or(pc.Timeout, DefaultTimeout),
@@ -163,8 +163,8 @@ func (s *stream) classify(err error) error {
 	return fmt.Errorf("%s: %w to %s: %w", s.ep.name, ErrConnection, s.ep.host, err)
 }
 
-// hostPort is raw's host:port (the scheme's port when none is written).
-func hostPort(raw string) string {
+// HostPort is raw's host:port (the scheme's port when none is written).
+func HostPort(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "?"

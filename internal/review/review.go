@@ -66,7 +66,12 @@ func git(ctx context.Context, dir, index string, st store, args ...string) ([]by
 	full := append([]string{"-C", dir, "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
 		"-c", "core.untrackedCache=false", "-c", "diff.external=", "--no-pager"}, args...)
 	cmd := exec.CommandContext(ctx, "git", full...)
-	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0", "GIT_EXTERNAL_DIFF=")
+	// Only the repository's own config applies (the agent cannot write
+	// it: .git is protected in its view): not the user's global or the
+	// system's, whose filters an agent's .gitattributes could otherwise
+	// pick to run on the host over content it wrote.
+	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0", "GIT_EXTERNAL_DIFF=",
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
 	if index != "" {
 		cmd.Env = append(cmd.Env, "GIT_INDEX_FILE="+index)
 	}

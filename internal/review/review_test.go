@@ -126,3 +126,50 @@ func TestSnapshotOutsideGit(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestSnapshotRunsNoFilterAndUndoFollowsNoLink: a .gitattributes the run
+// wrote cannot make the host's snapshot run a filter from the user's
+// global config; a directory the run replaced by a link out of the
+// workspace is put back as a directory, nothing written through the link.
+func TestSnapshotRunsNoFilterAndUndoFollowsNoLink(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ctx := context.Background()
+	home, outside := t.TempDir(), t.TempDir()
+	mark := filepath.Join(outside, "filter-ran")
+	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[filter \"evil\"]\n\tclean = touch "+mark+"; cat\n"), 0o644)
+	t.Setenv("HOME", home)
+	ws := t.TempDir()
+	gitT(t, ws, "init", "-q")
+	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
+	os.WriteFile(filepath.Join(ws, "src", "a.txt"), []byte("a\n"), 0o644)
+	gitT(t, ws, "add", "-A")
+	gitT(t, ws, "commit", "-qm", "init")
+	r, err := Start(ctx, t.TempDir(), "run-1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The run: attributes asking for the filter, src swapped for a link out.
+	os.WriteFile(filepath.Join(ws, ".gitattributes"), []byte("* filter=evil\n"), 0o644)
+	os.RemoveAll(filepath.Join(ws, "src"))
+	os.Symlink(outside, filepath.Join(ws, "src"))
+	if err := r.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the snapshot ran a filter of the user's global config")
+	}
+	if _, err := Undo(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(filepath.Join(ws, "src")); err != nil || !st.IsDir() {
+		t.Fatalf("src after undo: %v %v", st, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "src", "a.txt")); string(b) != "a\n" {
+		t.Fatalf("src/a.txt after undo: %q", b)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("undo wrote through the link: %v", ents)
+	}
+}
