@@ -222,6 +222,61 @@ func TestChatQuestionNeedsADeliberateKey(t *testing.T) {
 	leaveChat(t, write, exited)
 }
 
+// TestChatAllowsTheSameCallAgain: a at a question allows that call once
+// and answers the same call (tool and argv) allow_once when it is asked
+// again later in the chat; the daemon still asks every time and records
+// each answer (A3: only allow_once runs one call), and a call with other
+// arguments is asked as before. spec: A2 A3
+func TestChatAllowsTheSameCallAgain(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.tool("clock", "#!/bin/sh\necho tick \"$@\"\n")
+	w.agent("q", map[string]string{"tools": "clock\n", "policy": "allow tool *\n", "approval": "ask\n"})
+	write, out, exited := chatPTY(t, w, "q")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the chat's terminal:\n%s", out.String())
+		}
+	})
+	asked := func() int { return strings.Count(out.String(), "wants to run tool clock") }
+
+	write("tool clock fast\r")
+	waitFor(t, "the question", 20*time.Second, func() bool { return asked() == 1 })
+	time.Sleep(700 * time.Millisecond)
+	write("a")
+	waitUsers(t, w, "q", 1)
+
+	write("tool clock fast\r") // the same call: answered by the rule
+	waitFor(t, "the rule's answer", 20*time.Second, func() bool { return strings.Contains(out.String(), "allowed once by your rule (a): clock fast") })
+	waitUsers(t, w, "q", 2)
+	if asked() != 1 {
+		t.Fatalf("the same call was asked again (%d questions)", asked())
+	}
+
+	write("tool clock slow\r") // other arguments: asked
+	waitFor(t, "the second question", 20*time.Second, func() bool { return asked() == 2 })
+	time.Sleep(700 * time.Millisecond)
+	write("n")
+	waitUsers(t, w, "q", 3)
+
+	var requests int
+	var decisions, results []string
+	for _, f := range w.events("q", "default") {
+		switch f.Type {
+		case "approval_request":
+			requests++
+		case "approval":
+			decisions = append(decisions, f.Decision)
+		case "tool_result":
+			results = append(results, f.Status)
+		}
+	}
+	if requests != 3 || strings.Join(decisions, ",") != "allow_once,allow_once,deny" || strings.Join(results, ",") != "ok,ok,denied" {
+		t.Fatalf("approval requests %d, decisions %q, results %q; want 3, allow_once twice then deny", requests, decisions, results)
+	}
+	leaveChat(t, write, exited)
+}
+
 // TestChatSurvivesADaemonRestart: the daemon SIGKILLed in the middle of a
 // chat's run and started again: the chat says it lost the connection,
 // follows the run again — its host-written conclusion (interrupted) and

@@ -436,7 +436,7 @@ func capLines(s string) string {
 }
 
 // QuestionKeys is what a question's keys do, in chat and send alike.
-const QuestionKeys = "y allows once, n denies, r denies and says why, Ctrl+C cancels the run"
+const QuestionKeys = "y allows once, a also allows the same call again, n denies, r denies and says why, Ctrl+C cancels the run"
 
 // Question is the approval question for a tool call (not an MCP call):
 // the tool, its argv and, for write, edit and apply_patch, the change it

@@ -84,6 +84,7 @@ func (c *ChatCmd) Run(env *Env) error {
 	defer term.Restore(fd, old)
 
 	keys := newKeyRouter()
+	rules := callRules{} // a at a question: this session's calls allowed again (keyed by session: /clear and /resume leave them behind)
 	// The output while no message is being typed: the run's lines, the
 	// commands' output (raw mode: "\n" needs its "\r").
 	t := crlf{env.Stdout}
@@ -151,9 +152,9 @@ func (c *ChatCmd) Run(env *Env) error {
 			return err
 		}
 		if view != nil {
-			err = c.runRendered(env, view, t, fw, keys.run, keys, req.Workspace)
+			err = c.runRendered(env, view, t, fw, keys.run, keys, req.Workspace, rules)
 		} else {
-			err = c.runOnTerminal(t, fw, keys.run, keys)
+			err = c.runOnTerminal(t, fw, keys.run, keys, rules)
 		}
 		fw.Close()
 		if err != nil {
@@ -183,8 +184,9 @@ const chatHelp = `/sessions            the agent's sessions (ctx agent sessions)
 @path attaches a workspace file (64 KiB of text at most).
 A line starting with // sends the rest starting with /. Enter sends,
 Alt+Enter or Ctrl+J starts a new line; a paste is one message. Ctrl+C
-cancels a run; at a question y allows once, n denies, r denies and says
-why, Ctrl+C cancels the run.
+cancels a run; at a question y allows once, a allows once and the same
+call again without asking (until the chat leaves this session), n denies,
+r denies and says why, Ctrl+C cancels the run.
 `
 
 // errLeave is /exit's: the chat ends.
@@ -325,7 +327,7 @@ func (c *ChatCmd) showTool(env *Env, t io.Writer, args []string) error {
 // runRendered follows one run with the chat rendered (chatview): tool
 // calls as live lines, Markdown as its blocks close, the approval
 // question with the diff.
-func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t io.Writer, fw *client.Follower, keys <-chan byte, typed *keyRouter, workspace string) error {
+func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t io.Writer, fw *client.Follower, keys <-chan byte, typed *keyRouter, workspace string, rules callRules) error {
 	tick := time.NewTicker(chatview.TickEvery)
 	defer tick.Stop()
 	defer view.Pause()
@@ -345,7 +347,7 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t io.Writer, fw *cl
 				return nil
 			}
 			if k != 3 { // typed ahead for the next message, or a question's answer
-				if pending != nil && answer(t, fw, typed, pending, k, lastKey) {
+				if pending != nil && answer(t, fw, typed, pending, k, lastKey, rules, c.Session) {
 					pending = nil
 				}
 				lastKey = time.Now()
@@ -367,8 +369,12 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t io.Writer, fw *cl
 				run = f.Run
 			}
 			if f.Type == ipc.TypeApprovalRequest {
-				pending = &question{f: f, shown: time.Now()}
 				view.Pause()
+				if rules.answers(t, c.Session, f) {
+					_ = fw.Approve(f.Run, f.ID, ipc.DecisionAllowOnce)
+					continue
+				}
+				pending = &question{f: f, shown: time.Now()}
 				if m := f.MCP; m != nil {
 					fmt.Fprintf(t, "? allow tool %s of MCP server %s with arguments %s once? (%s) ", m.Tool, m.Server, m.Arguments, questionKeys)
 				} else {
@@ -389,7 +395,7 @@ func (c *ChatCmd) runRendered(env *Env, view *chatview.View, t io.Writer, fw *cl
 
 // runOnTerminal follows one run: tool activity is shown as it happens, the
 // answer is buffered and written when the run ends.
-func (c *ChatCmd) runOnTerminal(t io.Writer, fw *client.Follower, keys <-chan byte, typed *keyRouter) error {
+func (c *ChatCmd) runOnTerminal(t io.Writer, fw *client.Follower, keys <-chan byte, typed *keyRouter, rules callRules) error {
 	var text strings.Builder
 	var run string
 	cancelled := false
@@ -402,7 +408,7 @@ func (c *ChatCmd) runOnTerminal(t io.Writer, fw *client.Follower, keys <-chan by
 				return nil
 			}
 			if k != 3 { // typed ahead for the next message, or a question's answer
-				if pending != nil && answer(t, fw, typed, pending, k, lastKey) {
+				if pending != nil && answer(t, fw, typed, pending, k, lastKey, rules, c.Session) {
 					pending = nil
 				}
 				lastKey = time.Now()
@@ -437,6 +443,10 @@ func (c *ChatCmd) runOnTerminal(t io.Writer, fw *client.Follower, keys <-chan by
 				}
 				fmt.Fprintf(t, "  · %s: %s\n", f.Status, firstLine(f.Content))
 			case ipc.TypeApprovalRequest:
+				if rules.answers(t, c.Session, f) {
+					_ = fw.Approve(f.Run, f.ID, ipc.DecisionAllowOnce)
+					break
+				}
 				pending = &question{f: f, shown: time.Now()}
 				fmt.Fprintf(t, "  ? allow tool %s with argv %q once? (%s) ", f.Name, f.Args, questionKeys)
 			case ipc.TypeError:
@@ -670,7 +680,7 @@ type question struct {
 }
 
 // answerKey is the decision a key makes at a question, or "": only y, n
-// and r answer, and only after the question and the keyboard settled (a
+// a and r answer, and only after the question and the keyboard settled (a
 // key within settle of the previous one is typing). r is denyReason: the
 // person then types why. Ctrl+C is the caller's: it cancels the run.
 func answerKey(k byte, shown, lastKey, now time.Time) string {
@@ -684,9 +694,15 @@ func answerKey(k byte, shown, lastKey, now time.Time) string {
 		return ipc.DecisionDeny
 	case 'r', 'R':
 		return denyReason
+	case 'a', 'A':
+		return allowRule
 	}
 	return ""
 }
+
+// allowRule is answerKey's "allow once, and this same call again without
+// asking" (callRules).
+const allowRule = "allow-rule"
 
 // denyReason is answerKey's "deny, and say why".
 const denyReason = "deny-with-reason"
@@ -698,7 +714,7 @@ const questionKeys = chatview.QuestionKeys
 // taken back from the type-ahead; after r, the keys up to Enter are the
 // reason (taken back too); anything else stays typed ahead. It reports
 // whether q was answered.
-func answer(t io.Writer, fw *client.Follower, typed *keyRouter, q *question, k byte, lastKey time.Time) bool {
+func answer(t io.Writer, fw *client.Follower, typed *keyRouter, q *question, k byte, lastKey time.Time, rules callRules, session string) bool {
 	if q.reason != nil {
 		switch {
 		case k == '\r' || k == '\n':
@@ -728,6 +744,13 @@ func answer(t io.Writer, fw *client.Follower, typed *keyRouter, q *question, k b
 		typed.setCapture(true)
 		fmt.Fprint(t, "deny — why (Enter sends it to the model): ")
 		return false
+	}
+	if d == allowRule {
+		rules.add(session, q.f)
+		d = ipc.DecisionAllowOnce
+		fmt.Fprintf(t, "%s, and this same call again without asking in this chat\n", d)
+		_ = fw.Approve(q.f.Run, q.f.ID, d)
+		return true
 	}
 	fmt.Fprintf(t, "%s\n", d)
 	_ = fw.Approve(q.f.Run, q.f.ID, d)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func (r readUntilEmpty) Read(p []byte) (int, error) {
 	return r.k.Read(p)
 }
 
-// TestAnswerKey: only y and n answer a question, and only once it has been
+// TestAnswerKey: only y, a, n and r answer a question, and only once it has been
 // shown and the keyboard quiet for settle: "run the tests⏎" typed on as
 // the question appears answers nothing (its n included).
 func TestAnswerKey(t *testing.T) {
@@ -77,6 +78,8 @@ func TestAnswerKey(t *testing.T) {
 		{'Y', time.Time{}, later, ipc.DecisionAllowOnce, "Y"},
 		{'n', time.Time{}, later, ipc.DecisionDeny, "n after a pause"},
 		{'r', time.Time{}, later, denyReason, "r: deny, the reason typed next"},
+		{'a', time.Time{}, later, allowRule, "a: allow once, and the same call again"},
+		{'a', later.Add(-settle / 4), later, "", "a typed on answers nothing either"},
 		{'x', time.Time{}, later, "", "any other key answers nothing"},
 		{'\r', time.Time{}, later, "", "Enter is no answer"},
 		{'y', time.Time{}, shown.Add(settle / 2), "", "too soon after the question"},
@@ -86,5 +89,44 @@ func TestAnswerKey(t *testing.T) {
 		if got := answerKey(tc.k, shown, tc.last, tc.now); got != tc.want {
 			t.Errorf("%s: answerKey(%q) = %q, want %q", tc.comment, tc.k, got, tc.want)
 		}
+	}
+}
+
+// TestCallRules: a rule matches the same session and the exact call —
+// tool and every argument, or MCP server, tool and arguments — and
+// nothing else. spec: A3
+func TestCallRules(t *testing.T) {
+	r := callRules{}
+	bash := &ipc.Frame{Name: "tsh", Args: []string{"call", "bash", "go test ./..."}}
+	r.add("s1", bash)
+	var out strings.Builder
+	for _, tc := range []struct {
+		session string
+		f       *ipc.Frame
+		want    bool
+	}{
+		{"s1", bash, true},
+		{"s2", bash, false},
+		{"s1", &ipc.Frame{Name: "tsh", Args: []string{"call", "bash", "go test ./... && rm -rf ~"}}, false},
+		{"s1", &ipc.Frame{Name: "tsh", Args: []string{"call", "bash", "go test", "./..."}}, false},
+		{"s1", &ipc.Frame{Name: "tsh", Args: []string{"call", "bash"}}, false},
+		{"s1", &ipc.Frame{Name: "tsh", Args: []string{"call", "bash", "go test ./...", ""}}, false},
+	} {
+		if got := r.answers(&out, tc.session, tc.f); got != tc.want {
+			t.Errorf("session %s %q: %v, want %v", tc.session, tc.f.Args, got, tc.want)
+		}
+	}
+	m := &ipc.Frame{MCP: &ipc.MCPCall{Server: "gh", Tool: "issue", Arguments: json.RawMessage(`{"n":1}`)}}
+	r.add("s1", m)
+	other := &ipc.Frame{MCP: &ipc.MCPCall{Server: "gh", Tool: "issue", Arguments: json.RawMessage(`{"n":2}`)}}
+	if !r.answers(&out, "s1", m) || r.answers(&out, "s1", other) {
+		t.Error("an MCP rule must match its server, tool and arguments exactly")
+	}
+	if !strings.Contains(out.String(), "allowed once by your rule (a): bash") {
+		t.Errorf("the rule's answer is not said: %q", out.String())
+	}
+	var nilRules callRules
+	if nilRules.answers(&out, "s1", bash) {
+		t.Error("no rules allow nothing")
 	}
 }

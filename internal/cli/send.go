@@ -235,6 +235,10 @@ type asker struct {
 	// apply_patch would make to the workspace, coloured.
 	workspace string
 	color     bool
+	// rules are the calls allowed with a for the rest of this send.
+	rules callRules
+	// last is the request being asked about (for a).
+	last *ipc.Frame
 }
 
 func newAsker(env *Env) *asker {
@@ -255,6 +259,10 @@ func (a *asker) ask(f *ipc.Frame) (decision, why string) {
 	if a.tty == nil {
 		return ipc.DecisionDeny, fmt.Sprintf("tool %s %q needs approval but there is no terminal to ask; denied", f.Name, f.Args)
 	}
+	if a.rules.answers(a.tty, "", f) {
+		return ipc.DecisionAllowOnce, ""
+	}
+	a.last = f
 	if m := f.MCP; m != nil {
 		// Server, tool and arguments; the hints are the server's
 		// claims, shown as such.
@@ -317,6 +325,13 @@ func (a *asker) key() (decision, why string) {
 			a.reason = strings.TrimSpace(line)
 			_, _ = term.MakeRaw(fd)
 			return ipc.DecisionDeny, ""
+		} else if d == allowRule {
+			if a.rules == nil {
+				a.rules = callRules{}
+			}
+			a.rules.add("", a.last)
+			fmt.Fprintf(a.tty, "%s, and this same call again without asking in this send\r\n", ipc.DecisionAllowOnce)
+			return ipc.DecisionAllowOnce, ""
 		} else if d != "" {
 			fmt.Fprintf(a.tty, "%s\r\n", d)
 			return d, ""
