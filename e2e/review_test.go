@@ -4,8 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cortexfs/ctx/ctxterm"
 )
 
 // TestDiffAndUndo: a run whose tool changes the workspace (a shell script
@@ -79,5 +83,64 @@ func TestDiffAndUndo(t *testing.T) {
 	}
 	if s := git("status", "--porcelain"); s != "" {
 		t.Errorf("git status after undo:\n%s", s)
+	}
+}
+
+// TestReviewRecordIsTheHostsAlone: the persistent terminal's processes
+// see their session's directory (writable, for tools.json), and the
+// session's runs keep their review records there. A record a tool could
+// rewrite would point undo at any host directory; a private repository's
+// config it could write would run its programs on the host. From a bash
+// in the terminal, before the first record exists and after: nothing
+// under review/ can be made, changed or removed, and the next run's
+// record is the host's. spec: X7 B2
+func TestReviewRecordIsTheHostsAlone(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	w, ws := termWorld(t)
+	os.WriteFile(filepath.Join(w.root, "agent", "t1.d", "policy"), []byte("allow tool *\n"), 0o644)
+	w.tool("touchit", "#!/bin/sh\necho changed >> /workspace/a.txt\necho touched\n")
+	os.WriteFile(filepath.Join(w.root, "agent", "t1.d", "tools"), []byte("touchit\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("a\n"), 0o644)
+	if r := w.ctx(ws, "", "agent", "start", "t1"); r.code != 0 {
+		t.Fatalf("agent start: %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	a := dialTerm(t, filepath.Join(w.run, "terminal", "t1", "default", "main.sock"), ctxterm.ModeAttach)
+	a.expect("tsh> ", 10*time.Second)
+	a.send("bash\r")
+	a.expect("/workspace# ", 10*time.Second)
+	sess := "/ctx/home/" + strconv.Itoa(os.Getuid()) + "/agent/t1/session/default"
+	attack := func(key string) string {
+		return a.run(`cd `+sess+` && { mkdir -p review/git 2>/dev/null; echo '{"run":"x","workspace":"/"}' > review/planted.json 2>/dev/null && r=wrote; `+
+			`for f in review/*.json; do [ -e "$f" ] && echo forged 2>/dev/null > "$f" && r="$r,forged"; done; `+
+			`echo '[core]' > review/git/config 2>/dev/null && r="$r,config"; rm -rf review 2>/dev/null; [ -e review ] || r="$r,removed"; `+
+			`echo "`+key+`""=[$r]"; cd /workspace; }`, key)
+	}
+	if got := attack("FIRST"); got != "[]" && got != "[,removed]" {
+		t.Fatalf("before any run, a terminal process wrote the review directory: %s", got)
+	}
+	if r := w.ctx(ws, "", "agent", "send", "t1", "tool", "touchit"); r.code != 0 || !strings.Contains(r.stdout, "touched") {
+		t.Fatalf("send: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if got := attack("SECOND"); got != "[]" {
+		t.Fatalf("a terminal process changed the review records: %s", got)
+	}
+	dir := filepath.Join(w.sessionDir("t1", "default"), "review")
+	ents, _ := os.ReadDir(dir)
+	var records int
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".json") {
+			records++
+			if b, _ := os.ReadFile(filepath.Join(dir, e.Name())); !strings.Contains(string(b), `"workspace":"`+ws) {
+				t.Errorf("record %s is not the host's: %s", e.Name(), b)
+			}
+		}
+	}
+	if records != 1 {
+		t.Errorf("%d review records, want the run's one", records)
+	}
+	if r := w.ctx(ws, "", "agent", "diff", "t1"); !strings.Contains(r.stdout, "+changed") {
+		t.Errorf("diff: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 }

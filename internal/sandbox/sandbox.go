@@ -4,6 +4,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -260,6 +261,15 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		}
 		dir := l.SessionDir(v.Def.Name, scope, v.Session)
 		at := v.SessionPath()
+		// review/ holds the runs' workspace snapshots, which undo writes
+		// back and git reads on the host: the host's alone. It is made
+		// here, before any process of the view could make it, and bound
+		// read-only — not tried: a session whose review/ cannot be bound
+		// (a link planted there) starts no view.
+		review, rerr := sessionReview(root, relTo(l.Root, dir))
+		if rerr != nil {
+			return s, nil, rerr
+		}
 		if !byFD {
 			s.MountsAfter = append(s.MountsAfter,
 				bwrap.Mount{Src: dir, Dst: at, Write: true, Try: true},
@@ -268,6 +278,10 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 				bwrap.Mount{Src: filepath.Join(dir, "terminal"), Dst: at + "/terminal", Try: true},
 				bwrap.Mount{Src: filepath.Join(dir, "mcp-tools.json"), Dst: at + "/mcp-tools.json", Try: true},
 			)
+			if review != nil {
+				review.Close()
+				s.MountsAfter = append(s.MountsAfter, bwrap.Mount{Src: filepath.Join(dir, "review"), Dst: at + "/review"})
+			}
 		} else if sd, err := safefs.OpenBeneath(root, relTo(l.Root, dir), unix.O_PATH|unix.O_DIRECTORY); err == nil {
 			mount(&s.MountsAfter, sd, dir, at, true)
 			// mcp-tools.json: the host's MCP listing, read-only like the log.
@@ -276,6 +290,11 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 					mount(&s.MountsAfter, ff, filepath.Join(dir, f), at+"/"+f, false)
 				}
 			}
+			if review != nil {
+				mount(&s.MountsAfter, review, filepath.Join(dir, "review"), at+"/review", false)
+			}
+		} else if review != nil {
+			review.Close()
 		}
 	}
 	return s, h, nil
@@ -391,6 +410,28 @@ func resolved(p string) string {
 
 // mkdirBeneath creates rel's missing directories below dir (mode 0700),
 // never following a symlink.
+// sessionReview makes the session directory rel's review/ (0700) beneath
+// root and opens it, with no symbolic link on the way; nil when the
+// session directory does not exist (nothing of it is bound either).
+func sessionReview(root *os.File, rel string) (*os.File, error) {
+	sd, err := safefs.OpenBeneath(root, rel, unix.O_PATH|unix.O_DIRECTORY)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	defer sd.Close()
+	if err := mkdirBeneath(sd, "review"); err != nil {
+		return nil, fmt.Errorf("session review directory: %w", err)
+	}
+	f, err := safefs.OpenBeneath(sd, "review", unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, fmt.Errorf("session review directory: %w", err)
+	}
+	return f, nil
+}
+
 func mkdirBeneath(dir *os.File, rel string) error {
 	names, err := safefs.Components(rel)
 	if err != nil {
