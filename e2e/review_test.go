@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,5 +143,67 @@ func TestReviewRecordIsTheHostsAlone(t *testing.T) {
 	}
 	if r := w.ctx(ws, "", "agent", "diff", "t1"); !strings.Contains(r.stdout, "+changed") {
 		t.Errorf("diff: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestUndoOutsideGit: a workspace in no git work tree — the standard
+// tools' edit in one run, bash in the next — is diffed and undone run by
+// run, byte for byte; no .git appears in it. spec: K1
+func TestUndoOutsideGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	f := newFakeProvider(t,
+		anthropicToolUse("toolu_1", "call", "edit", "calc.sh", "$(( $1 - $2 ))", "$(( $1 + $2 ))"),
+		anthropicText("Fixed."),
+		anthropicToolUse("toolu_2", "call", "bash", "printf 'x\\000y' > data.bin && rm notes.txt && echo more >> calc.sh"),
+		anthropicText("Done."))
+	w := stdModelWorld(t, f)
+	ws := t.TempDir()
+	files := map[string]string{"calc.sh": calcBuggy, "notes.txt": "todo\n"}
+	for n, c := range files {
+		os.WriteFile(filepath.Join(ws, n), []byte(c), 0o644)
+	}
+	c := w.dial("m")
+	var runs []string
+	for i, in := range []string{"fix it", "tidy up"} {
+		c.send(sendReq(fmt.Sprintf("r%d", i), in, "workspace", ws))
+		got := c.until("done", 60*time.Second)
+		calls, results := toolFrames(got)
+		if len(calls) != 1 || len(results) != 1 || results[0].Status != "ok" {
+			t.Fatalf("run %d: %v %v", i+1, calls, results)
+		}
+		runs = append(runs, got[len(got)-1].Run)
+	}
+	r := w.ctx(ws, "", "agent", "diff", "m")
+	for _, want := range []string{"data.bin", "deleted file mode", "-todo", "+more"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("diff of the bash run lacks %q: %d\n%s%s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := w.ctx(ws, "", "agent", "undo", "m"); r.code != 0 {
+		t.Fatalf("undo of the bash run: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	fixed := strings.Replace(calcBuggy, "$(( $1 - $2 ))", "$(( $1 + $2 ))", 1)
+	if b, _ := os.ReadFile(filepath.Join(ws, "calc.sh")); string(b) != fixed {
+		t.Fatalf("calc.sh after undoing the bash run: %q", b)
+	}
+	// The edit's run, named.
+	first := runs[0]
+	if r := w.ctx(ws, "", "agent", "diff", "m", first); !strings.Contains(r.stdout, "+add() {") && !strings.Contains(r.stdout, "+\techo $(( $1 + $2 ))") {
+		t.Errorf("diff of the edit run: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := w.ctx(ws, "", "agent", "undo", "m", first); r.code != 0 {
+		t.Fatalf("undo of the edit run: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	for n, want := range files {
+		if b, err := os.ReadFile(filepath.Join(ws, n)); err != nil || string(b) != want {
+			t.Errorf("%s after both undos: %q %v", n, b, err)
+		}
+	}
+	for _, n := range []string{"data.bin", ".git"} {
+		if _, err := os.Lstat(filepath.Join(ws, n)); !os.IsNotExist(err) {
+			t.Errorf("%s exists after the undos: %v", n, err)
+		}
 	}
 }

@@ -24,7 +24,7 @@ type audit struct {
 	// because its protected paths could not all be found.
 	readOnly []string
 	// rev is the workspace's git snapshot at the start (review: what the
-	// run changed, and its undo), saved in revDir; nil outside git.
+	// run changed, and its undo), saved in revDir; nil without git.
 	rev    *review.Record
 	revDir string
 }
@@ -32,7 +32,8 @@ type audit struct {
 // takeReview records the workspace's git snapshot at a send run's start
 // (internal/review), before its first step can write: the record is in
 // the session at once, so `ctx agent diff` works while the run goes on.
-// Outside a git work tree (or with no git) nothing is recorded.
+// Outside a git work tree the session's private repository holds it (a
+// too-large workspace gets a record saying why); with no git, nothing.
 func (a *audit) takeReview(sessionDir, run, ws string, log *slog.Logger) {
 	r, err := review.Start(context.Background(), sessionDir, run, ws)
 	if err != nil {

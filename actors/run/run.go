@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -133,6 +134,19 @@ func (a *Actor) onStarted(c actor.Context) {
 		// Control files are re-read for every run (U6).
 		def, err := agentdef.Load(l, spec.Agent)
 		m := &defLoaded{def: def, err: err}
+		// The workspace's audit and review snapshot (git processes)
+		// are taken beside the prompt and providers, joined below.
+		var wg sync.WaitGroup
+		if err == nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m.audit = takeAudit(l, def, spec.Workspace)
+				if spec.Op == ipc.OpSend && spec.Workspace != "" && m.audit != nil {
+					m.audit.takeReview(l.SessionDir(spec.Agent, spec.Scope, spec.Session), spec.RunID, spec.Workspace, log)
+				}
+			}()
+		}
 		if err == nil && spec.Op == ipc.OpSend {
 			// The window, its environment, and the prompt (R1, W4–W9) —
 			// the same function `ctx agent prompt` calls (R4).
@@ -144,17 +158,12 @@ func (a *Actor) onStarted(c actor.Context) {
 			m.prep, m.perr = runprep.Prepare(runprep.Input{Layout: l, Def: def, SessionDir: sess, Workspace: spec.Workspace,
 				Cwd: spec.Cwd, ToolState: tools, History: spec.HistoryMsgs, Input: spec.Input, Time: time.Now()})
 		}
-		if err == nil {
-			m.audit = takeAudit(l, def, spec.Workspace)
-			if spec.Op == ipc.OpSend && spec.Workspace != "" && m.audit != nil {
-				m.audit.takeReview(l.SessionDir(spec.Agent, spec.Scope, spec.Session), spec.RunID, spec.Workspace, log)
-			}
-		}
 		if err == nil && m.perr == nil && def.Kind == agentdef.KindModel && spec.Op != ipc.OpTsh {
 			// A model run's providers, read here rather than on the
 			// actor.
 			m.disp, m.derr = loadDispatcher(l, log)
 		}
+		wg.Wait()
 		root.Send(self, m)
 	}()
 }

@@ -10,8 +10,19 @@
 // repository's own store as an alternate, so only contents the repository
 // lacks are stored): nothing of the repository is written — not its
 // index, branches, refs, stash nor objects. git runs on the host with the
-// repository's hooks and fsmonitor off. Outside a git work tree nothing is
-// recorded yet.
+// repository's hooks and fsmonitor off.
+//
+// Outside a git work tree the snapshot is the same kind of tree, in a
+// private repository of the session (review/git: its own objects and a
+// kept index, whose stat data spares hashing unchanged files at the next
+// run), of the whole workspace — so a change by any tool, bash included,
+// is seen — as long as the workspace is small enough to copy: at most
+// MaxFiles files and MaxBytes bytes (its .gitignore files apply), with
+// room to spare on the disk. A larger workspace gets a record that says
+// why it has no snapshot.
+//
+// The review directory is the host's: a sandbox that sees the session's
+// directory gets it read-only (internal/sandbox).
 //
 // A run's record is <session>/review/<run>.json: the workspace, the
 // repository's top and the workspace's place in it, and the trees before
@@ -25,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +44,7 @@ import (
 	"strings"
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
+	"golang.org/x/sys/unix"
 )
 
 // Record is one run's snapshots.
@@ -46,12 +59,30 @@ type Record struct {
 	// its alternate.
 	Objects     string `json:"objects"`
 	RepoObjects string `json:"repo_objects"`
+	// GitDir is the session's private repository of a workspace outside
+	// git ("" in a git work tree).
+	GitDir string `json:"git_dir,omitempty"`
+	// Skipped says why a run outside git has no snapshot (too large).
+	Skipped string `json:"skipped,omitempty"`
 }
 
-// store is where git reads and writes objects for a record.
-type store struct{ objects, repo string }
+// Bounds of a snapshot outside git: a workspace larger than this is not
+// copied (a git work tree's snapshot stores only what its repository
+// lacks, and has no bound).
+const (
+	MaxFiles = 20000
+	MaxBytes = 256 << 20
+	// spare is the free space a snapshot outside git leaves on the
+	// session's filesystem, beyond the bytes it copies.
+	spare = 1 << 30
+)
 
-func (r Record) store() store { return store{r.Objects, r.RepoObjects} }
+// store is where git reads and writes objects for a record: a private
+// object store with the repository's as its alternate, or a private
+// repository (gitDir) with the workspace as its work tree.
+type store struct{ objects, repo, gitDir, workTree string }
+
+func (r Record) store() store { return store{r.Objects, r.RepoObjects, r.GitDir, r.Workspace} }
 
 // ErrNoRepo means the workspace is in no git work tree: nothing is recorded.
 var ErrNoRepo = errors.New("not in a git work tree")
@@ -75,7 +106,10 @@ func git(ctx context.Context, dir, index string, st store, args ...string) ([]by
 	if index != "" {
 		cmd.Env = append(cmd.Env, "GIT_INDEX_FILE="+index)
 	}
-	if st.objects != "" {
+	switch {
+	case st.gitDir != "":
+		cmd.Env = append(cmd.Env, "GIT_DIR="+st.gitDir, "GIT_WORK_TREE="+st.workTree)
+	case st.objects != "":
 		cmd.Env = append(cmd.Env, "GIT_OBJECT_DIRECTORY="+st.objects, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+st.repo)
 	}
 	var out, errb bytes.Buffer
@@ -90,11 +124,11 @@ func git(ctx context.Context, dir, index string, st store, args ...string) ([]by
 // private object store under sessionDir.
 func Start(ctx context.Context, sessionDir, run, workspace string) (Record, error) {
 	r := Record{Run: run, Workspace: workspace, Objects: filepath.Join(Dir(sessionDir), "objects")}
-	if !inWorkTree(workspace) {
-		return r, ErrNoRepo // no git process for a workspace outside git: a send's start stays cheap
-	}
 	if _, err := exec.LookPath("git"); err != nil {
 		return r, ErrNoRepo
+	}
+	if !inWorkTree(workspace) {
+		return startPlain(ctx, sessionDir, r)
 	}
 	out, err := git(ctx, workspace, "", store{}, "rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "objects")
 	if err != nil {
@@ -128,12 +162,110 @@ func inWorkTree(dir string) bool {
 	}
 }
 
+// startPlain snapshots a workspace outside git into the session's
+// private repository, when the workspace is small enough; otherwise the
+// record says why there is none.
+func startPlain(ctx context.Context, sessionDir string, r Record) (Record, error) {
+	r.Top, r.GitDir = r.Workspace, filepath.Join(Dir(sessionDir), "git")
+	r.Objects = filepath.Join(r.GitDir, "objects")
+	if _, err := os.Stat(filepath.Join(r.GitDir, "HEAD")); err != nil {
+		if err := os.MkdirAll(Dir(sessionDir), 0o700); err != nil {
+			return r, err
+		}
+		// No template: no sample hooks; the config is git's defaults.
+		if _, err := git(ctx, Dir(sessionDir), "", store{}, "init", "-q", "--bare", "--template=", r.GitDir); err != nil {
+			return r, err
+		}
+	}
+	if why := r.tooLarge(ctx); why != "" {
+		r.Skipped = why
+		return r, nil
+	}
+	var err error
+	r.Before, err = r.snapshot(ctx)
+	return r, err
+}
+
+// tooLarge says why a workspace outside git is not copied, or "": the
+// files a snapshot would take (its .gitignore files apply) are counted
+// and their sizes summed, up to the bounds.
+func (r Record) tooLarge(ctx context.Context) string {
+	n, size, over := walkSize(r.Workspace)
+	if !over {
+		return r.roomFor(size)
+	}
+	// Over the bounds counting everything: count what git would take
+	// (a node_modules its .gitignore excludes is not copied).
+	out, err := git(ctx, r.Workspace, "", r.store(), "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	if err != nil {
+		return "the workspace could not be listed: " + err.Error()
+	}
+	n, size = 0, 0
+	for _, p := range strings.Split(string(out), "\x00") {
+		if p == "" {
+			continue
+		}
+		if n++; n > MaxFiles {
+			return fmt.Sprintf("outside git, a workspace of more than %d files is not copied for undo", MaxFiles)
+		}
+		if st, err := os.Lstat(filepath.Join(r.Workspace, p)); err == nil && st.Mode().IsRegular() {
+			if size += st.Size(); size > MaxBytes {
+				return fmt.Sprintf("outside git, a workspace of more than %d MiB is not copied for undo", MaxBytes>>20)
+			}
+		}
+	}
+	return r.roomFor(size)
+}
+
+// roomFor says why size bytes are not copied to the session's
+// filesystem, or "".
+func (r Record) roomFor(size int64) string {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(r.GitDir, &fs); err == nil && int64(fs.Bavail)*int64(fs.Bsize) < size+spare {
+		return fmt.Sprintf("too little free space to copy the workspace's %d bytes for undo", size)
+	}
+	return ""
+}
+
+// walkSize counts dir's files and sums their sizes (no link followed),
+// stopping once over a bound: a git process spared for a small workspace.
+func walkSize(dir string) (n int, size int64, over bool) {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		n++
+		if d.Type().IsRegular() {
+			if st, err := d.Info(); err == nil {
+				size += st.Size()
+			}
+		}
+		if n > MaxFiles || size > MaxBytes {
+			over = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return n, size, over
+}
+
 // snapshot returns the tree of the workspace's files now.
 func (r Record) snapshot(ctx context.Context) (string, error) {
-	gitDir := filepath.Dir(r.RepoObjects)
+	if r.Skipped != "" {
+		return "", errors.New(r.Skipped)
+	}
+	gitDir, tmpDir := filepath.Dir(r.RepoObjects), ""
+	if r.GitDir != "" {
+		// The private repository keeps its index: the copy is made
+		// beside it and renamed over it once the tree is written.
+		gitDir, tmpDir = r.GitDir, r.GitDir
+	}
 	// A private index, seeded with a copy of the user's (its stat data
 	// spares hashing the files that did not change).
-	idx, err := os.CreateTemp("", "ctx-review-index-*")
+	idx, err := os.CreateTemp(tmpDir, "ctx-review-index-*")
 	if err != nil {
 		return "", err
 	}
@@ -158,11 +290,17 @@ func (r Record) snapshot(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if r.GitDir != "" {
+		_ = os.Rename(idx.Name(), orig)
+	}
 	return strings.TrimSpace(string(out)), nil
 }
 
 // End records the workspace as the run left it.
 func (r *Record) End(ctx context.Context) error {
+	if r.Skipped != "" {
+		return nil
+	}
 	t, err := r.snapshot(ctx)
 	if err == nil {
 		r.After = t
@@ -215,12 +353,22 @@ func Load(sessionDir, run string) (Record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r, fmt.Errorf("review record %s: %w", name, err)
 	}
+	// The stores are this session's, wherever the record says they were
+	// (a renamed session's records name its old directory).
+	r.Objects = filepath.Join(Dir(sessionDir), "objects")
+	if r.GitDir != "" {
+		r.GitDir = filepath.Join(Dir(sessionDir), "git")
+		r.Objects = filepath.Join(r.GitDir, "objects")
+	}
 	return r, nil
 }
 
 // Diff writes what the run changed: a unified diff of the workspace from
 // before to after (to now, for a run with no after).
 func Diff(ctx context.Context, r Record, w io.Writer) error {
+	if r.Skipped != "" {
+		return fmt.Errorf("run %s has no snapshot: %s", r.Run, r.Skipped)
+	}
 	after := r.After
 	if after == "" {
 		t, err := r.snapshot(ctx)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -120,10 +122,107 @@ func TestSnapshotDiffUndo(t *testing.T) {
 	}
 }
 
-// TestSnapshotOutsideGit: no work tree, no snapshot.
+// TestSnapshotOutsideGit: a workspace in no git work tree is copied into
+// the session's private repository: two runs' changes (an edit, a new
+// file, a deletion, a chmod, a link) are diffed and undone byte for byte,
+// the second run's snapshot re-using the first's index; no .git appears
+// in the workspace; .gitignore applies; a workspace over the bounds gets
+// a record saying why, and diff and undo say it.
 func TestSnapshotOutsideGit(t *testing.T) {
-	if _, err := Start(context.Background(), t.TempDir(), "run-1", t.TempDir()); !errors.Is(err, ErrNoRepo) {
-		t.Fatalf("%v", err)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ctx := context.Background()
+	ws, dir := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
+	files := map[string]string{"src/a.txt": "one\n", "gone.txt": "bye\n", "run.sh": "#!/bin/sh\n", ".gitignore": "*.log\n"}
+	for n, c := range files {
+		os.WriteFile(filepath.Join(ws, n), []byte(c), 0o644)
+	}
+	for run, change := range []func(){
+		func() {
+			os.WriteFile(filepath.Join(ws, "src/a.txt"), []byte("two\n"), 0o644)
+			os.WriteFile(filepath.Join(ws, "new.bin"), []byte("new\x00bytes"), 0o644)
+			os.Remove(filepath.Join(ws, "gone.txt"))
+			os.Chmod(filepath.Join(ws, "run.sh"), 0o755)
+			os.Symlink("/etc/passwd", filepath.Join(ws, "link"))
+			os.WriteFile(filepath.Join(ws, "build.log"), []byte("ignored\n"), 0o644)
+		},
+		func() { os.WriteFile(filepath.Join(ws, "src/a.txt"), []byte("three\n"), 0o644) },
+	} {
+		id := "run-" + string(rune('1'+run))
+		r, err := Start(ctx, dir, id, ws)
+		if err != nil || r.Before == "" || r.GitDir == "" || r.Skipped != "" {
+			t.Fatalf("%s: snapshot: %+v %v", id, r, err)
+		}
+		change()
+		if err := r.End(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := Save(dir, r); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := Diff(ctx, r, &out); err != nil {
+			t.Fatal(err)
+		}
+		d := out.String()
+		want := []string{"-one", "+two", "deleted file mode", "new.bin", "new mode 100755", "+/etc/passwd"}
+		if run == 1 {
+			want = []string{"-two", "+three"}
+		}
+		for _, w := range want {
+			if !strings.Contains(d, w) {
+				t.Errorf("%s: diff lacks %q:\n%s", id, w, d)
+			}
+		}
+		if strings.Contains(d, "build.log") {
+			t.Errorf("%s: an ignored file is in the diff:\n%s", id, d)
+		}
+		if run == 1 {
+			// Undo the second run: a.txt is "two" again, the first run's work kept.
+			if _, err := Undo(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, "src/a.txt")); string(b) != "two\n" {
+				t.Fatalf("undo of run 2: %q", b)
+			}
+		}
+	}
+	r1, err := Load(dir, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Undo(ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	for n, c := range files {
+		if b, err := os.ReadFile(filepath.Join(ws, n)); err != nil || string(b) != c {
+			t.Errorf("%s after undo: %q %v", n, b, err)
+		}
+	}
+	if st, _ := os.Stat(filepath.Join(ws, "run.sh")); st.Mode().Perm() != 0o644 {
+		t.Errorf("run.sh mode after undo: %v", st.Mode())
+	}
+	for _, n := range []string{"new.bin", "link", ".git"} {
+		if _, err := os.Lstat(filepath.Join(ws, n)); !os.IsNotExist(err) {
+			t.Errorf("%s exists after undo: %v", n, err)
+		}
+	}
+
+	big := t.TempDir()
+	for i := 0; i <= MaxFiles; i++ {
+		os.WriteFile(filepath.Join(big, strconv.Itoa(i)), nil, 0o644)
+	}
+	r, err := Start(ctx, t.TempDir(), "run-1", big)
+	if err != nil || r.Before != "" || !strings.Contains(r.Skipped, "more than 20000 files") {
+		t.Fatalf("a workspace over the bound: %+v %v", r, err)
+	}
+	if err := Diff(ctx, r, io.Discard); err == nil || !strings.Contains(err.Error(), "has no snapshot: outside git") {
+		t.Errorf("diff of a skipped run: %v", err)
+	}
+	if _, err := Undo(ctx, r); err == nil || !strings.Contains(err.Error(), "has no snapshot") {
+		t.Errorf("undo of a skipped run: %v", err)
 	}
 }
 
@@ -171,5 +270,30 @@ func TestSnapshotRunsNoFilterAndUndoFollowsNoLink(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 		t.Fatalf("undo wrote through the link: %v", ents)
+	}
+}
+
+// TestLoadUsesTheSessionsStores: a record's stores are read from the
+// session it is loaded from — after a rename, or whatever a record says.
+func TestLoadUsesTheSessionsStores(t *testing.T) {
+	dir := t.TempDir()
+	for _, r := range []Record{
+		{Run: "run-1", Objects: "/elsewhere/objects", RepoObjects: "/repo/.git/objects"},
+		{Run: "run-2", GitDir: "/old/session/review/git", Objects: "/old/session/review/git/objects"},
+	} {
+		if err := Save(dir, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r1, err1 := Load(dir, "run-1")
+	r2, err2 := Load(dir, "run-2")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if r1.Objects != filepath.Join(dir, "review", "objects") || r1.GitDir != "" || r1.RepoObjects != "/repo/.git/objects" {
+		t.Errorf("run-1: %+v", r1)
+	}
+	if r2.GitDir != filepath.Join(dir, "review", "git") || r2.Objects != filepath.Join(dir, "review", "git", "objects") {
+		t.Errorf("run-2: %+v", r2)
 	}
 }

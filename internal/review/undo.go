@@ -28,6 +28,9 @@ type Change struct {
 
 // Changes lists what the run changed.
 func Changes(ctx context.Context, r Record) ([]Change, error) {
+	if r.Skipped != "" {
+		return nil, fmt.Errorf("run %s has no snapshot: %s", r.Run, r.Skipped)
+	}
 	if r.After == "" {
 		return nil, errors.New("the run has not ended: nothing to undo yet")
 	}
