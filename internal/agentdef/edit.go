@@ -226,6 +226,9 @@ func Get(l layout.Layout, name, control string) ([]byte, error) {
 			return []byte("auto\n"), nil
 		case "path":
 			return []byte(l.DefaultCTXPath() + "\n"), nil
+		case "model":
+			// A model agent always has one: this agent runs its object.
+			return nil, fmt.Errorf("agent %q has no model: it runs the executable %s (an agent's kind is chosen by `ctx agent create --exec|--model`): %w", name, l.AgentObject(name), ErrNotSet)
 		}
 		return nil, fmt.Errorf("agent %q has no .d/%s (not set; `ctx agent set %s %s VALUE` sets it): %w", name, control, name, control, ErrNotSet)
 	}

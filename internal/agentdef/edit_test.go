@@ -235,6 +235,9 @@ func TestGet(t *testing.T) {
 	if _, err := Get(l, "a", "label"); !errors.Is(err, ErrNotSet) || !strings.Contains(err.Error(), "ctx agent set a label") {
 		t.Errorf("absent label: %v", err)
 	}
+	if _, err := Get(l, "a", "model"); !errors.Is(err, ErrNotSet) || !strings.Contains(err.Error(), "has no model: it runs the executable") {
+		t.Errorf("an executable agent's model: %v", err)
+	}
 }
 
 // TestListAndRemove: List shows regular agent objects only (not .d
