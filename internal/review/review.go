@@ -36,7 +36,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +63,12 @@ type Record struct {
 	GitDir string `json:"git_dir,omitempty"`
 	// Skipped says why a run outside git has no snapshot (too large).
 	Skipped string `json:"skipped,omitempty"`
+	// BeforeFP and AfterFP are the workspace's fingerprints when Before
+	// and After were taken ("": none usable); Big says the walk passed a
+	// bound, so the next run does not walk (fingerprint).
+	BeforeFP string `json:"before_fp,omitempty"`
+	AfterFP  string `json:"after_fp,omitempty"`
+	Big      bool   `json:"big,omitempty"`
 }
 
 // Bounds of a snapshot outside git: a workspace larger than this is not
@@ -127,8 +132,25 @@ func Start(ctx context.Context, sessionDir, run, workspace string) (Record, erro
 	if _, err := exec.LookPath("git"); err != nil {
 		return r, ErrNoRepo
 	}
-	if !inWorkTree(workspace) {
-		return startPlain(ctx, sessionDir, r)
+	plain := !inWorkTree(workspace)
+	// The session's last run in this workspace left a tree and the
+	// fingerprint of the files it was taken from: if the workspace
+	// still has that fingerprint, its tree is this run's Before.
+	last, lerr := Load(sessionDir, "")
+	same := lerr == nil && last.Workspace == workspace && (last.GitDir != "") == plain && last.Skipped == ""
+	var size int64
+	if !same || !last.Big {
+		r.BeforeFP, _, size, r.Big = fingerprint(workspace)
+	} else {
+		r.Big = true
+	}
+	if same && r.BeforeFP != "" && last.After != "" && last.AfterFP == r.BeforeFP {
+		r.Top, r.Prefix, r.RepoObjects, r.GitDir, r.Objects = last.Top, last.Prefix, last.RepoObjects, last.GitDir, last.Objects
+		r.Before = last.After
+		return r, nil
+	}
+	if plain {
+		return startPlain(ctx, sessionDir, r, size)
 	}
 	out, err := git(ctx, workspace, "", store{}, "rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "objects")
 	if err != nil {
@@ -165,7 +187,7 @@ func inWorkTree(dir string) bool {
 // startPlain snapshots a workspace outside git into the session's
 // private repository, when the workspace is small enough; otherwise the
 // record says why there is none.
-func startPlain(ctx context.Context, sessionDir string, r Record) (Record, error) {
+func startPlain(ctx context.Context, sessionDir string, r Record, size int64) (Record, error) {
 	r.Top, r.GitDir = r.Workspace, filepath.Join(Dir(sessionDir), "git")
 	r.Objects = filepath.Join(r.GitDir, "objects")
 	if _, err := os.Stat(filepath.Join(r.GitDir, "HEAD")); err != nil {
@@ -177,7 +199,7 @@ func startPlain(ctx context.Context, sessionDir string, r Record) (Record, error
 			return r, err
 		}
 	}
-	if why := r.tooLarge(ctx); why != "" {
+	if why := r.tooLarge(ctx, r.Big, size); why != "" {
 		r.Skipped = why
 		return r, nil
 	}
@@ -189,8 +211,7 @@ func startPlain(ctx context.Context, sessionDir string, r Record) (Record, error
 // tooLarge says why a workspace outside git is not copied, or "": the
 // files a snapshot would take (its .gitignore files apply) are counted
 // and their sizes summed, up to the bounds.
-func (r Record) tooLarge(ctx context.Context) string {
-	n, size, over := walkSize(r.Workspace)
+func (r Record) tooLarge(ctx context.Context, over bool, size int64) string {
 	if !over {
 		return r.roomFor(size)
 	}
@@ -200,7 +221,8 @@ func (r Record) tooLarge(ctx context.Context) string {
 	if err != nil {
 		return "the workspace could not be listed: " + err.Error()
 	}
-	n, size = 0, 0
+	n := 0
+	size = 0
 	for _, p := range strings.Split(string(out), "\x00") {
 		if p == "" {
 			continue
@@ -225,31 +247,6 @@ func (r Record) roomFor(size int64) string {
 		return fmt.Sprintf("too little free space to copy the workspace's %d bytes for undo", size)
 	}
 	return ""
-}
-
-// walkSize counts dir's files and sums their sizes (no link followed),
-// stopping once over a bound: a git process spared for a small workspace.
-func walkSize(dir string) (n int, size int64, over bool) {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		n++
-		if d.Type().IsRegular() {
-			if st, err := d.Info(); err == nil {
-				size += st.Size()
-			}
-		}
-		if n > MaxFiles || size > MaxBytes {
-			over = true
-			return filepath.SkipAll
-		}
-		return nil
-	})
-	return n, size, over
 }
 
 // snapshot returns the tree of the workspace's files now.
@@ -299,6 +296,15 @@ func (r Record) snapshot(ctx context.Context) (string, error) {
 // End records the workspace as the run left it.
 func (r *Record) End(ctx context.Context) error {
 	if r.Skipped != "" {
+		return nil
+	}
+	// The fingerprint first: a change after it is in the tree but not
+	// in the fingerprint, so the next run takes its own snapshot.
+	if !r.Big {
+		r.AfterFP, _, _, _ = fingerprint(r.Workspace)
+	}
+	if r.AfterFP != "" && r.AfterFP == r.BeforeFP {
+		r.After = r.Before // nothing changed: no git process
 		return nil
 	}
 	t, err := r.snapshot(ctx)

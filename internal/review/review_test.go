@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func gitT(t *testing.T, dir string, args ...string) string {
@@ -295,5 +296,58 @@ func TestLoadUsesTheSessionsStores(t *testing.T) {
 	}
 	if r2.GitDir != filepath.Join(dir, "review", "git") || r2.Objects != filepath.Join(dir, "review", "git", "objects") {
 		t.Errorf("run-2: %+v", r2)
+	}
+}
+
+// TestUnchangedWorkspaceRunsNoGit: a run that changed nothing costs no
+// git process at its end, and the next run reuses that tree at its
+// start; a change (its times older than racy, so only the fingerprint
+// can see it) is snapshotted. In a git work tree and outside one.
+func TestUnchangedWorkspaceRunsNoGit(t *testing.T) {
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	bin, log := t.TempDir(), filepath.Join(t.TempDir(), "calls")
+	os.WriteFile(filepath.Join(bin, "git"), []byte("#!/bin/sh\necho \"$*\" >> "+log+"\nexec "+real+" \"$@\"\n"), 0o755)
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	calls := func() int {
+		b, _ := os.ReadFile(log)
+		return strings.Count(string(b), "\n")
+	}
+	ctx := context.Background()
+	for _, inGit := range []bool{false, true} {
+		ws, dir := t.TempDir(), t.TempDir()
+		if inGit {
+			gitT(t, ws, "init", "-q")
+		}
+		os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
+		time.Sleep(racy + 100*time.Millisecond)
+		r1, err := Start(ctx, dir, "run-1", ws)
+		if err != nil || r1.BeforeFP == "" {
+			t.Fatalf("git %v: %+v %v", inGit, r1, err)
+		}
+		n := calls()
+		if err := r1.End(ctx); err != nil || r1.After != r1.Before || calls() != n {
+			t.Fatalf("git %v: an unchanged run's end: %+v %v, %d git calls", inGit, r1, err, calls()-n)
+		}
+		Save(dir, r1)
+		r2, err := Start(ctx, dir, "run-2", ws)
+		if err != nil || r2.Before != r1.After || calls() != n {
+			t.Fatalf("git %v: the next run's start: %+v %v, %d git calls", inGit, r2, err, calls()-n)
+		}
+		// Same size, times set back past racy: only ctime and the
+		// fingerprint tell.
+		os.WriteFile(filepath.Join(ws, "a.txt"), []byte("two\n"), 0o644)
+		old := time.Now().Add(-time.Hour)
+		os.Chtimes(filepath.Join(ws, "a.txt"), old, old)
+		time.Sleep(racy + 100*time.Millisecond)
+		if err := r2.End(ctx); err != nil || r2.After == r2.Before || calls() == n {
+			t.Fatalf("git %v: a changed run's end: %+v %v", inGit, r2, err)
+		}
+		var out bytes.Buffer
+		if err := Diff(ctx, r2, &out); err != nil || !strings.Contains(out.String(), "+two") {
+			t.Fatalf("git %v: diff %v %s", inGit, err, out.String())
+		}
 	}
 }

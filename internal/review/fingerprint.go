@@ -1,0 +1,82 @@
+package review
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"io/fs"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// racy is how recent a change may be for its times to be trusted: a file
+// changed twice within a timestamp tick keeps its times, so an entry
+// changed this recently makes the fingerprint unusable (as git re-hashes
+// its racily clean entries).
+const racy = time.Second
+
+// fingerprint is a hash of what a walk of the workspace finds — every
+// entry's path, type and mode, size, mtime, ctime and inode, .git
+// directories skipped — so that a workspace with the same fingerprint as
+// when a snapshot was taken holds the same files: its tree is reused and
+// no git process runs (a run that changed nothing costs two walks). ""
+// when it cannot tell: the walk was cut (over MaxFiles entries or
+// MaxBytes), an entry could not be read, or an entry changed within racy
+// of the walk. n and size count the entries and their bytes; over says
+// the walk passed a bound.
+func fingerprint(ws string) (fp string, n int, size int64, over bool) {
+	h := sha256.New()
+	now := time.Now().Add(-racy).UnixNano()
+	usable := true
+	var b [8 * 6]byte
+	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			usable = false
+			return nil
+		}
+		if d.IsDir() && d.Name() == ".git" && p != ws {
+			return filepath.SkipDir
+		}
+		info, err := d.Info()
+		if err != nil {
+			usable = false
+			return nil
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			usable = false
+			return nil
+		}
+		if p != ws {
+			if n++; n > MaxFiles {
+				over = true
+				return filepath.SkipAll
+			}
+		}
+		if info.Mode().IsRegular() {
+			if size += info.Size(); size > MaxBytes {
+				over = true
+				return filepath.SkipAll
+			}
+		}
+		mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
+		if mt > now || ct > now {
+			usable = false
+		}
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+		binary.LittleEndian.PutUint64(b[0:], uint64(info.Mode()))
+		binary.LittleEndian.PutUint64(b[8:], uint64(info.Size()))
+		binary.LittleEndian.PutUint64(b[16:], uint64(mt))
+		binary.LittleEndian.PutUint64(b[24:], uint64(ct))
+		binary.LittleEndian.PutUint64(b[32:], st.Ino)
+		binary.LittleEndian.PutUint64(b[40:], st.Dev)
+		h.Write(b[:])
+		return nil
+	})
+	if err != nil || over || !usable {
+		return "", n, size, over
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, size, over
+}
