@@ -33,7 +33,7 @@ func (r callRules) add(session string, f *ipc.Frame) { r[ruleKey(session, f)] = 
 
 // answers reports whether a rule allows f's call; if so it says so on t.
 func (r callRules) answers(t io.Writer, session string, f *ipc.Frame) bool {
-	if r == nil || !r[ruleKey(session, f)] {
+	if r == nil || f.Replay || !r[ruleKey(session, f)] { // a replayed request was asked of another connection
 		return false
 	}
 	fmt.Fprintf(t, "  ✓ allowed once by your rule (a): %s\n", callLabel(f))
