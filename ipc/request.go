@@ -147,6 +147,9 @@ func ParseRequest(line []byte) (*Request, error) {
 	if r.Images != nil && r.Op != OpSend {
 		return bad("only send takes images")
 	}
+	if len(r.Images) == 0 {
+		r.Images = nil // "images":[] is no images (and the same digest)
+	}
 	switch r.Op {
 	case OpPing:
 	case OpSend, OpTsh:
