@@ -39,23 +39,24 @@ type Image struct {
 
 var imageKeys = []string{"sha256", "media_type", "name", "size"}
 
-// UnmarshalJSON decodes an image reference as strictly as a request: a
-// duplicate key, a key differing from a field only in case or an unknown
-// key is refused.
-func (im *Image) UnmarshalJSON(b []byte) error {
-	keys, err := jsonobj.Keys(b)
-	if err != nil {
+// checkImageKeys holds a request's image references to the request's own
+// strictness: a duplicate key, a key differing from a field only in case
+// or an unknown key is refused. (Only requests: a client reading frames
+// ignores what it does not know.)
+func checkImageKeys(raw json.RawMessage) error {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
 		return err
 	}
-	if err := jsonobj.Only(keys, imageKeys...); err != nil {
-		return err
+	for i, e := range elems {
+		keys, err := jsonobj.Keys(e)
+		if err != nil {
+			return fmt.Errorf("image %d: %v", i+1, err)
+		}
+		if err := jsonobj.Only(keys, imageKeys...); err != nil {
+			return fmt.Errorf("image %d: %v", i+1, err)
+		}
 	}
-	type plain Image
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	*im = Image(p)
 	return nil
 }
 

@@ -46,7 +46,7 @@ func TestParseRequestImages(t *testing.T) {
 		{"unknown key", img(`{` + ok + `,"data":"iVBOR"}`), "data"},
 		{"case twin key", img(`{` + ok + `,"SHA256":"x"}`), "SHA256"},
 		{"duplicate key", img(`{` + ok + `,"name":"b.png"}`), "name"},
-		{"not an array", `{"op":"send","id":"m","input":"x","images":{}}`, "known fields"},
+		{"not an array", `{"op":"send","id":"m","input":"x","images":{}}`, "images"},
 		{"images on tsh", `{"op":"tsh","id":"m","args":["list"],"images":[{` + ok + `}]}`, "only send"},
 		{"images on resume", `{"op":"resume","images":[]}`, "only send"},
 	}
@@ -101,5 +101,15 @@ func TestImageLine(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"images":[{"sha256":"abcd1234`) {
 		t.Fatalf("user frame %s does not carry the reference", b)
+	}
+}
+
+// A client reading frames ignores what it does not know, in an image
+// reference too (only requests are strict).
+func TestFrameImagesLenient(t *testing.T) {
+	var f Frame
+	line := `{"type":"user","run":"r","id":"m","text":"x","images":[{"sha256":"` + hexA + `","media_type":"image/png","name":"a.png","size":1,"width":640}]}`
+	if err := json.Unmarshal([]byte(line), &f); err != nil || len(f.Images) != 1 || f.Images[0].Name != "a.png" {
+		t.Fatalf("frame %+v, %v", f, err)
 	}
 }

@@ -115,6 +115,11 @@ func ParseRequest(line []byte) (*Request, error) {
 	if err := jsonobj.Only(keys, requestKeys...); err != nil {
 		return nil, fmt.Errorf("request: %v: %w", err, ErrBadRequest)
 	}
+	if raw, ok := keys["images"]; ok {
+		if err := checkImageKeys(raw); err != nil {
+			return nil, fmt.Errorf("request: images: %v: %w", err, ErrBadRequest)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var r Request
