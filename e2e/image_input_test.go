@@ -135,3 +135,36 @@ func TestImageReachesTheProvider(t *testing.T) {
 		t.Fatalf("%d requests: a run without its image reached the provider", len(f.requests()))
 	}
 }
+
+// TestImageToACPAgent: an acp-v1 agent gets ACP image blocks with the
+// file's bytes when its initialize answer advertises
+// promptCapabilities.image; one that does not ends the run with
+// no_image_input and never sees the prompt.
+func TestImageToACPAgent(t *testing.T) {
+	img := pngFile(t, 2000)
+	sum := sha256.Sum256(img)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{{"without the capability", nil}, {"with it", []string{"--images"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, _ := acpWorld(t, "auto", tc.args...)
+			ws := t.TempDir()
+			os.WriteFile(filepath.Join(ws, "shot.png"), img, 0o644)
+			r := w.ctx(ws, "", "agent", "send", "acpa", "images", "@shot.png")
+			if tc.args == nil {
+				if r.code != 1 || !strings.Contains(r.stderr+r.stdout, "promptCapabilities.image") || strings.Contains(r.stdout, "images=") {
+					t.Fatalf("no capability: %d %s %s", r.code, r.stdout, r.stderr)
+				}
+				ev, _ := os.ReadFile(filepath.Join(w.sessionDir("acpa", "default"), "events.jsonl"))
+				if !strings.Contains(string(ev), `"code":"no_image_input"`) {
+					t.Fatalf("events.jsonl:\n%s", ev)
+				}
+				return
+			}
+			if r.code != 0 || !strings.Contains(r.stdout, "images=1 image/png:"+hex.EncodeToString(sum[:])) {
+				t.Fatalf("with the capability: %d %s %s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
