@@ -37,6 +37,13 @@ const (
 	// CodeResourceExhausted: the machine ran out of descriptors, disk or
 	// memory; nothing is corrupt and a later request may succeed.
 	CodeResourceExhausted = "resource_exhausted"
+	// CodeImageUnavailable: an image the message attaches could not be
+	// read from the session's blob store as it was sent (missing, changed,
+	// not an image, too large); the run fails, naming it.
+	CodeImageUnavailable = "image_unavailable"
+	// CodeNoImages: the agent takes no image input (an acp-v1 agent that
+	// does not advertise promptCapabilities.image).
+	CodeNoImages = "no_image_input"
 )
 
 // done statuses (interfaces.md: done's status).

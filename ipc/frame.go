@@ -56,6 +56,10 @@ type Frame struct {
 	// decides on: server, tool, arguments and the tool's annotations.
 	//The annotations are hints: they grant nothing.
 	MCP *MCPCall `json:"mcp,omitempty"`
+	// Images, on a user frame, are the images its message attaches: the
+	// references the send carried (sha256, media type, name, size), never
+	// the bytes, which stay in the session's blob store.
+	Images []Image `json:"images,omitempty"`
 }
 
 // MCPCall describes one MCP tool call for a person.
@@ -177,6 +181,10 @@ func (f *Frame) MarshalJSON() ([]byte, error) {
 	str("message", f.Message)
 	str("text", f.Text)
 	str("content", f.Content)
+	field("images", len(f.Images) > 0, func() {
+		j, _ := json.Marshal(f.Images)
+		b.Write(j)
+	})
 	field("truncated", f.Truncated, func() { b.WriteString(strconv.FormatBool(f.Truncated)) })
 	field("active_run", f.ActiveRun != nil, func() {
 		if f.ActiveRun == nil {

@@ -48,10 +48,13 @@ type Request struct {
 	// Reason is a deny's reason (approve only): the person's words, which
 	// reach the model as the call's result.
 	Reason string `json:"reason,omitempty"`
+	// Images are the images a send's message attaches, by reference: the
+	// bytes are in the session's blob store (see Image).
+	Images []Image `json:"images,omitempty"`
 }
 
 // requestKeys are the JSON names of Request's fields, exactly as spelled.
-var requestKeys = []string{"op", "id", "session", "scope", "cwd", "workspace", "input", "args", "run", "decision", "reason"}
+var requestKeys = []string{"op", "id", "session", "scope", "cwd", "workspace", "input", "args", "run", "decision", "reason", "images"}
 
 // Request ops.
 const (
@@ -112,6 +115,11 @@ func ParseRequest(line []byte) (*Request, error) {
 	if err := jsonobj.Only(keys, requestKeys...); err != nil {
 		return nil, fmt.Errorf("request: %v: %w", err, ErrBadRequest)
 	}
+	if raw, ok := keys["images"]; ok {
+		if err := checkImageKeys(raw); err != nil {
+			return nil, fmt.Errorf("request: images: %v: %w", err, ErrBadRequest)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var r Request
@@ -141,6 +149,12 @@ func ParseRequest(line []byte) (*Request, error) {
 		}
 		return nil
 	}
+	if r.Images != nil && r.Op != OpSend {
+		return bad("only send takes images")
+	}
+	if len(r.Images) == 0 {
+		r.Images = nil // "images":[] is no images (and the same digest)
+	}
 	switch r.Op {
 	case OpPing:
 	case OpSend, OpTsh:
@@ -165,6 +179,9 @@ func ParseRequest(line []byte) (*Request, error) {
 			}
 			if r.Args != nil {
 				return bad("send takes no args")
+			}
+			if err := CheckImages(r.Images); err != nil {
+				return nil, err
 			}
 		} else {
 			if len(r.Args) == 0 {
@@ -228,6 +245,12 @@ func (r *Request) Digest() string {
 		Args                               []string
 	}{r.Op, r.Session, r.Scope, r.Cwd, r.Workspace, r.Input, r.Args})
 	h.Write(j)
+	if len(r.Images) > 0 {
+		// Only when there are images, so the digest of a send without
+		// any is what it always was (stored request ids replay).
+		j, _ = json.Marshal(r.Images)
+		h.Write(j)
+	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/cortexfs/ctx/actors/run"
 	"github.com/cortexfs/ctx/actors/session"
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/config"
@@ -305,6 +307,9 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 		if err == nil {
 			err = checkCwd(a.cfg.Layout, a.name, req)
 		}
+		if err == nil {
+			err = checkImages(a.cfg.Layout, a.name, req)
+		}
 		if err != nil {
 			conn.SendFrame(ipc.ErrorFrame("", err))
 			continue
@@ -341,6 +346,27 @@ func checkWorkspace(l layout.Layout, agent string, log *slog.Logger, r *ipc.Requ
 	}
 	r.Workspace = d.Path
 	return d.Close()
+}
+
+// checkImages refuses, before anything is recorded, a send with images to
+// an executable (sdk-envelope-v1) agent: its envelope has no place for
+// them. A model agent passes them to its provider; an acp-v1 agent gets
+// them when it said it takes images (its run ends with an error if not).
+func checkImages(l layout.Layout, agent string, r *ipc.Request) error {
+	if r.Op != ipc.OpSend || len(r.Images) == 0 {
+		return nil
+	}
+	b, err := agentdef.ReadControl(filepath.Join(l.AgentControl(agent), "abi"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // a model agent
+	}
+	if err != nil {
+		return nil // an invalid definition: the run says so
+	}
+	if abi, _ := agentdef.OneLine(b); abi == agentdef.ABIACP {
+		return nil
+	}
+	return run.NoImagesError(agent)
 }
 
 func (a *Actor) onIncoming(c actor.Context, m *incoming) {

@@ -21,6 +21,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/cortexfs/ctx/internal/acpclient"
+	"github.com/cortexfs/ctx/internal/imageblob"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -232,8 +233,17 @@ func (e *acpEngine) onACPEnded(c actor.Context, m *acpEnded) {
 	}
 	if m.err != nil {
 		code := ipc.CodeInvalidAgentOutput
-		if errors.Is(m.err, errNoAnswer) || errors.Is(m.err, errIdle) {
+		switch {
+		case errors.Is(m.err, errNoAnswer) || errors.Is(m.err, errIdle):
 			code = ipc.CodeAgentTimeout
+		case errors.Is(m.err, errNoImages):
+			a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(ipc.CodeNoImages, m.err)), ipc.StatusError)
+			e.end()
+			return
+		case errors.Is(m.err, imageblob.ErrBlob):
+			a.conclude(c, ipc.ErrorFrame("", ipc.WithCode(ipc.CodeImageUnavailable, m.err)), ipc.StatusError)
+			e.end()
+			return
 		}
 		if errors.Is(m.err, errIdle) {
 			e.halt() // session/cancel, then the usual ending

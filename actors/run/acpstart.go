@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/cortexfs/ctx/internal/acpclient"
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/imageblob"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcphost"
 	"github.com/cortexfs/ctx/internal/proc"
@@ -68,6 +70,7 @@ func (e *acpEngine) start(c actor.Context) {
 		env["PATH"] = agentPath(argv[0])
 	}
 	view, cfg, log, input, idle := a.view, a.cfg, a.log, a.spec.Input, a.cfg.ACPIdle
+	images, sessDir := a.spec.Images, a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session)
 	timeout := cfg.ACPTimeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
@@ -142,7 +145,10 @@ func (e *acpEngine) start(c actor.Context) {
 			vroot.Close()
 			send(&acpExited{code: p.ExitCode(), stderr: p.Stderr()})
 		}()
-		stopReason, err := converse(ctx, conn, client, send, view.WorkDir(), input, timeout, idle)
+		prompt := func(caps acp.PromptCapabilities) ([]acp.ContentBlock, error) {
+			return acpPrompt(input, images, sessDir, view.Def.Name, caps)
+		}
+		stopReason, err := converse(ctx, conn, client, send, view.WorkDir(), prompt, timeout, idle)
 		if err != nil && !errors.Is(err, errNoAnswer) && !errors.Is(err, errIdle) {
 			// The agent is likely gone: give its stderr a moment to be complete.
 			select {
@@ -157,7 +163,7 @@ func (e *acpEngine) start(c actor.Context) {
 // converse is the client side of one run: initialize and session/new
 // (bounded by timeout), then the prompt (bounded by the run: cancel, and
 // by idle: an agent silent that long ends it with errIdle).
-func converse(ctx context.Context, conn *acp.ClientSideConnection, client *acpclient.Client, send func(any), cwd, input string, timeout, idle time.Duration) (acp.StopReason, error) {
+func converse(ctx context.Context, conn *acp.ClientSideConnection, client *acpclient.Client, send func(any), cwd string, prompt func(acp.PromptCapabilities) ([]acp.ContentBlock, error), timeout, idle time.Duration) (acp.StopReason, error) {
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	noAnswer := func(what string, err error) error {
@@ -166,10 +172,15 @@ func converse(ctx context.Context, conn *acp.ClientSideConnection, client *acpcl
 		}
 		return fmt.Errorf("acp %s: %w", what, err)
 	}
-	if _, err := conn.Initialize(hctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
+	ir, err := conn.Initialize(hctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
 		ClientInfo:         &acp.Implementation{Name: "ctx", Version: "1"},
-		ClientCapabilities: acp.ClientCapabilities{Fs: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true}}); err != nil {
+		ClientCapabilities: acp.ClientCapabilities{Fs: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true}})
+	if err != nil {
 		return "", noAnswer("initialize", err)
+	}
+	blocks, err := prompt(ir.AgentCapabilities.PromptCapabilities)
+	if err != nil {
+		return "", err
 	}
 	s, err := conn.NewSession(hctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
 	if err != nil {
@@ -197,7 +208,7 @@ func converse(ctx context.Context, conn *acp.ClientSideConnection, client *acpcl
 			}
 		}()
 	}
-	r, err := conn.Prompt(pctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock(input)}})
+	r, err := conn.Prompt(pctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: blocks})
 	pcancel()
 	client.Flush() // a call announced and never said more is recorded all the same
 	if idled.Load() {
@@ -241,4 +252,31 @@ func isSystemPath(p string) bool {
 		}
 	}
 	return false
+}
+
+// errNoImages: the message attaches images and the acp-v1 agent does not
+// advertise promptCapabilities.image.
+var errNoImages = errors.New("takes no image input")
+
+// acpPrompt is the session/prompt's content: the input as text, then each
+// attached image as an ACP image block, read from the session's blob store
+// (imageblob.Read: no link followed, bounded, hash and type checked). Images
+// go only to an agent whose initialize answer advertises
+// promptCapabilities.image; otherwise the run ends with an error.
+func acpPrompt(input string, images []ipc.Image, sessDir, agent string, caps acp.PromptCapabilities) ([]acp.ContentBlock, error) {
+	blocks := []acp.ContentBlock{acp.TextBlock(input)}
+	if len(images) == 0 {
+		return blocks, nil
+	}
+	if !caps.Image {
+		return nil, fmt.Errorf("the ACP agent %s %w (its initialize answer does not advertise promptCapabilities.image); send the message without images", agent, errNoImages)
+	}
+	for _, im := range images {
+		b, mt, err := imageblob.Read(sessDir, im)
+		if err != nil {
+			return nil, err
+		}
+		blocks = append(blocks, acp.ImageBlock(base64.StdEncoding.EncodeToString(b), mt))
+	}
+	return blocks, nil
 }

@@ -11,14 +11,17 @@ import (
 
 // Spec is one run: the props' input, fixed when the session starts it.
 type Spec struct {
-	Agent     string
-	RunID     string
-	ReqID     string
-	Op        string // send | tsh
-	Digest    string // the request's payload digest (recorded in start, P4)
-	Session   string
-	Scope     string
-	Input     string
+	Agent   string
+	RunID   string
+	ReqID   string
+	Op      string // send | tsh
+	Digest  string // the request's payload digest (recorded in start, P4)
+	Session string
+	Scope   string
+	Input   string
+	// Images are the images the input attaches (references into the
+	// session's blob store, read when a model request is built).
+	Images    []ipc.Image
 	Args      []string // tsh op
 	Workspace string
 	Cwd       string
@@ -86,4 +89,10 @@ type audited struct {
 	incomplete []string // directories whose end-of-run check a cut-short walk left partial
 	f          *ipc.Frame
 	status     string
+}
+
+// NoImagesError is the refusal of a send with images to an executable
+// (sdk-envelope-v1) agent: its envelope has no place for them.
+func NoImagesError(agent string) error {
+	return ipc.Errorf(ipc.CodeBadRequest, "agent %s runs an executable; it takes no image input", agent)
 }

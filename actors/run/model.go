@@ -13,6 +13,7 @@ import (
 
 	"github.com/cortexfs/ctx/actors/tool"
 	"github.com/cortexfs/ctx/internal/envelope"
+	"github.com/cortexfs/ctx/internal/imageblob"
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/prompt"
 	"github.com/cortexfs/ctx/internal/provider"
@@ -127,8 +128,9 @@ func (m *modelEngine) halt() {
 	}
 }
 
-// request converts one rendered message array into a provider request.
-func request(msgs []prompt.Message) provider.Request {
+// request converts one rendered message array into a provider request; a
+// user message's images are read by load (from the session's blob store).
+func request(msgs []prompt.Message, load func(ipc.Image) (provider.Image, error)) (provider.Request, error) {
 	req := provider.Request{Tools: []provider.Tool{provider.TSH()}} // spec: K1 — tsh only
 	for i, pm := range msgs {
 		switch {
@@ -146,10 +148,37 @@ func request(msgs []prompt.Message) provider.Request {
 			// Earlier runs' tool results are history, not calls of this conversation.
 			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleUser, Text: "[earlier tool result]\n" + pm.Content})
 		default:
-			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleUser, Text: pm.Content})
+			m := provider.Message{Role: provider.RoleUser, Text: pm.Content}
+			for _, im := range pm.Images {
+				img, err := load(im)
+				if err != nil {
+					return provider.Request{}, err
+				}
+				m.Images = append(m.Images, img)
+			}
+			req.Messages = append(req.Messages, m)
 		}
 	}
-	return req
+	return req, nil
+}
+
+// imageLoader reads images from a session's blob store for one turn's
+// dispatches, each blob once (imageblob.Read: no link followed, bounded,
+// its hash and type checked again). It runs off the actor.
+func imageLoader(sessionDir string) func(ipc.Image) (provider.Image, error) {
+	seen := map[string]provider.Image{}
+	return func(im ipc.Image) (provider.Image, error) {
+		if img, ok := seen[im.SHA256]; ok {
+			return img, nil
+		}
+		b, mt, err := imageblob.Read(sessionDir, im)
+		if err != nil {
+			return provider.Image{}, err
+		}
+		img := provider.Image{MediaType: mt, Data: b}
+		seen[im.SHA256] = img
+		return img, nil
+	}
 }
 
 // modelTurn dispatches one model turn off the actor; its events come back as messages.
@@ -170,17 +199,25 @@ func (m *modelEngine) modelTurn(c actor.Context) {
 	turn, self, root, log := m.turn, c.Self(), c.ActorSystem().Root, a.log
 	cands, disp, prep := m.cands, m.disp, a.prep
 	turns := append([][]prompt.Message(nil), m.turns...) // completed turns are never changed
-	state := filepath.Join(a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session), toolctx.StateFileName)
+	sessDir := a.cfg.Layout.SessionDir(a.spec.Agent, a.spec.Scope, a.spec.Session)
+	state := filepath.Join(sessDir, toolctx.StateFileName)
 	a.cfg.Procs.Add(1) // the stream is waited for at shutdown like a process
 	go func() {
 		defer a.cfg.Procs.Done()
 		sawBudget, other := false, false
 		current := "" // the candidate being tried: prepare runs before its stream, in this goroutine
+		load := imageLoader(sessDir)
+		// An attached image that cannot be read (missing, changed, not
+		// an image) fails the run, naming it: never dropped silently.
+		var imgErr error
 		// spec: W6 W8 — each candidate gets its own render within its own
 		// budget, and so does every turn. The tool
 		// context is read again, so a `tsh load` during the run is seen by
 		// the next turn.
 		prepare := func(model string) (provider.Request, bool, string) {
+			if imgErr != nil {
+				return provider.Request{}, false, imgErr.Error()
+			}
 			cd, ok := candidate(prep.Candidates, model)
 			if !ok {
 				other = true
@@ -206,19 +243,31 @@ func (m *modelEngine) modelTurn(c actor.Context) {
 				}
 				return provider.Request{}, false, err.Error()
 			}
+			req, err := request(res.Messages(), load)
+			if err != nil {
+				imgErr = err
+				cancel() // no other candidate is tried: the run fails with this
+				return provider.Request{}, false, err.Error()
+			}
 			root.Send(self, &modelPrepared{turn: turn, warnings: renderWarnings(res)})
 			current = model
-			return request(res.Messages()), true, ""
+			return req, true, ""
 		}
 		_, err := disp.Dispatch(ctx, cands, prepare, func(ev provider.Event) error {
 			root.Send(self, &modelEvent{turn: turn, ev: ev, model: current})
 			return nil
 		}, func(model, status, reason string) {
+			if imgErr != nil {
+				return // not the candidate's doing
+			}
 			if status == provider.CandidateFailed {
 				other = true
 			}
 			root.Send(self, &modelCandidate{turn: turn, model: model, status: status, reason: reason}) // spec: W6
 		})
+		if imgErr != nil {
+			err = ipc.WithCode(ipc.CodeImageUnavailable, imgErr)
+		}
 		root.Send(self, &modelDone{turn: turn, err: err, budget: sawBudget && !other})
 	}()
 }
@@ -288,6 +337,8 @@ func (m *modelEngine) onModelDone(c actor.Context, e *modelDone) {
 	if e.err != nil {
 		code := CodeProviderError
 		switch {
+		case ipc.Code(e.err) == ipc.CodeImageUnavailable:
+			code = ipc.CodeImageUnavailable
 		case errors.Is(e.err, provider.ErrModelUnavailable) && e.budget:
 			code = ipc.CodeLimitExceeded // spec: W8 — no candidate's window holds this dispatch
 		case errors.Is(e.err, provider.ErrModelUnavailable):

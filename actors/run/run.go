@@ -156,7 +156,7 @@ func (a *Actor) onStarted(c actor.Context) {
 				log.Warn("tool context unreadable; the prompt gets none", "err", err)
 			}
 			m.prep, m.perr = runprep.Prepare(runprep.Input{Layout: l, Def: def, SessionDir: sess, Workspace: spec.Workspace,
-				Cwd: spec.Cwd, ToolState: tools, History: spec.HistoryMsgs, Input: spec.Input, Time: time.Now()})
+				Cwd: spec.Cwd, ToolState: tools, History: spec.HistoryMsgs, Input: spec.Input, Images: spec.Images, Time: time.Now()})
 		}
 		if err == nil && m.perr == nil && def.Kind == agentdef.KindModel && spec.Op != ipc.OpTsh {
 			// A model run's providers, read here rather than on the
@@ -205,6 +205,12 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	}
 	if m.perr != nil {
 		a.conclude(c, ipc.ErrorFrame("", m.perr), "error")
+		return
+	}
+	if len(a.spec.Images) > 0 && m.def.Kind == agentdef.KindExec && m.def.ABI != agentdef.ABIACP {
+		// The agent's socket refuses such a send before anything is
+		// recorded; this holds when the definition changed in between.
+		a.conclude(c, ipc.ErrorFrame("", NoImagesError(a.spec.Agent)), ipc.StatusError)
 		return
 	}
 	if m.prep != nil && m.prep.Prompt != nil {

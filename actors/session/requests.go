@@ -120,13 +120,13 @@ func (a *Actor) start(c actor.Context, p *pending) {
 	self, root := c.Self(), c.ActorSystem().Root
 	a.active.release = a.cfg.Updates.Register(a.key.Agent, a.key.Name, id, func(k *ctlsock.Ask) { root.Send(self, &updateAsked{ask: k}) })
 	a.active.spec = run.Spec{Agent: a.key.Agent, RunID: id, ReqID: req.ID, Op: req.Op, Session: a.key.Name, Scope: a.key.Scope,
-		Input: input, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: historyJSON(a.msgs), HistoryMsgs: promptHistory(a.msgs),
+		Input: input, Images: req.Images, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: historyJSON(a.msgs), HistoryMsgs: promptHistory(a.msgs),
 		Attempts: &atomic.Int32{}}
 	a.active.spec.Digest = req.Digest()
 	if req.Op == ipc.OpSend {
 		// spec: P5 — the user message is durable before anything runs: the
 		// run actor is spawned when this frame is committed.
-		a.append(ipc.Frame{Type: ipc.TypeUser, Run: id, ID: req.ID, Text: input, Digest: req.Digest()})
+		a.append(ipc.Frame{Type: ipc.TypeUser, Run: id, ID: req.ID, Text: input, Images: req.Images, Digest: req.Digest()})
 		return
 	}
 	a.spawnRun(c)

@@ -155,6 +155,12 @@ func (v *View) Frame(f *ipc.Frame) {
 		v.started = true
 	}
 	switch f.Type {
+	case ipc.TypeUser:
+		// The message's words are on the screen as typed; its images
+		// are shown as their references, never their bytes.
+		for _, im := range f.Images {
+			v.println(styleFaint.Render("  " + sessions.Clean(im.Line())))
+		}
 	case ipc.TypeDelta:
 		v.gotToken, v.last = true, now
 		for _, b := range v.blocks.Write(f.Text) {

@@ -230,3 +230,20 @@ func TestViewQueued(t *testing.T) {
 		t.Fatalf("after the user frame: %q", screen(b.String()))
 	}
 }
+
+// TestViewUserImages: a user message's images show as their reference
+// lines, never as their bytes.
+func TestViewUserImages(t *testing.T) {
+	var b strings.Builder
+	v, err := New(&b, Options{Width: 80, Now: newClock().now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Begin()
+	sum := strings.Repeat("ab", 32)
+	v.Frame(&ipc.Frame{Type: ipc.TypeUser, Run: "r", Text: "look", Images: []ipc.Image{{SHA256: sum, MediaType: ipc.MediaPNG, Name: "shot.png", Size: 123456}}})
+	v.Frame(&ipc.Frame{Type: ipc.TypeDone, Status: "ok"})
+	if got := screen(b.String()); !strings.Contains(got, "[image shot.png, image/png, 123456 bytes, sha256:abababababab…]") {
+		t.Fatalf("screen lacks the image line:\n%s", got)
+	}
+}

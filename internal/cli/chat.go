@@ -126,21 +126,26 @@ func (c *ChatCmd) Run(env *Env) error {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") && !strings.Contains(line, "\n") {
+		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") && !strings.Contains(line, "\n") && !pastedFile(line) {
 			if c.command(env, t, strings.TrimSpace(line)) == errLeave {
 				return nil
 			}
 			continue
 		}
 		typed := line
-		line = strings.TrimPrefix(line, "/") // "//x" sends "/x"
-		msg, err := attachMentions(line, wd) // @path: a workspace file attached
+		if strings.HasPrefix(line, "//") {
+			line = line[1:] // "//x" sends "/x"
+		}
+		// @path: a workspace file attached; an image (mentioned or its path
+		// pasted) goes to the session's blob store and by reference.
+		msg, images, err := prepareInput(env.Layout, c.Name, c.Scope, c.Session, line, wd)
 		if err != nil {
 			fmt.Fprintf(t, "%v\n", err)
 			ed.Prefill(typed) // given back to edit, not lost
 			continue
 		}
 		req := mk(msg)
+		req.Images = images
 		if err := fitsRequest(req); err != nil {
 			fmt.Fprintf(t, "%v\n", err)
 			ed.Prefill(typed) // given back to edit, not lost
@@ -181,7 +186,9 @@ const chatHelp = `/sessions            the agent's sessions (ctx agent sessions)
 /prompt              the exact prompt the next run sends (ctx agent prompt)
 /exit, /quit         leave (Ctrl+C or Ctrl+D at the prompt too)
 /help                this list
-@path attaches a workspace file (64 KiB of text at most).
+@path attaches a workspace file (64 KiB of text at most) or image (PNG,
+JPEG, GIF or WebP by its bytes; 5 MiB at most); so does a pasted or
+dragged image path. Images are sent by reference, not in the text.
 A line starting with // sends the rest starting with /. Enter sends,
 Alt+Enter or Ctrl+J starts a new line; a paste is one message. Ctrl+C
 cancels a run; at a question y allows once, a allows once and the same

@@ -31,8 +31,14 @@ const MaxMention = 64 << 10
 //	<file path="src/x.go">
 //	…
 //	</file>
-func attachMentions(msg, workspace string) (string, error) {
+//
+// A file whose magic bytes are an image's (PNG, JPEG, GIF, WebP; never
+// its name) is returned as an image instead, of at most
+// ipc.MaxImageBytes: it travels by reference (attachImages), not in the
+// text.
+func attachMentions(msg, workspace string) (string, []attachedImage, error) {
 	var files []string
+	var images []attachedImage
 	seen := map[string]bool{}
 	for _, w := range strings.Fields(msg) {
 		if len(w) < 2 || w[0] != '@' {
@@ -43,61 +49,68 @@ func attachMentions(msg, workspace string) (string, error) {
 		if rel == "" || seen[rel] {
 			continue
 		}
-		text, err := readMention(workspace, rel)
+		text, img, err := readMention(workspace, rel)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return "", fmt.Errorf("@%s: %w", p, err)
+			return "", nil, fmt.Errorf("@%s: %w", p, err)
 		}
 		seen[rel] = true
+		if img != nil {
+			images = append(images, *img)
+			continue
+		}
 		files = append(files, fmt.Sprintf("<file path=%q>\n%s\n</file>", path.Clean(rel), strings.TrimSuffix(text, "\n")))
 	}
 	if len(files) == 0 {
-		return msg, nil
+		return msg, images, nil
 	}
-	return msg + "\n\n" + strings.Join(files, "\n\n"), nil
+	return msg + "\n\n" + strings.Join(files, "\n\n"), images, nil
 }
 
-func readMention(workspace, rel string) (string, error) {
+func readMention(workspace, rel string) (string, *attachedImage, error) {
 	if workspace == "" {
-		return "", fs.ErrNotExist
+		return "", nil, fs.ErrNotExist
 	}
 	if path.IsAbs(rel) {
-		return "", errors.New("a mention names a file of the workspace: a relative path or one under /workspace")
+		return "", nil, errors.New("a mention names a file of the workspace: a relative path or one under /workspace")
 	}
 	top, err := os.Open(workspace)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer top.Close()
 	f, err := safefs.OpenBeneath(top, rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, fs.ErrNotExist) {
-			return "", fs.ErrNotExist
+			return "", nil, fs.ErrNotExist
 		}
-		return "", fmt.Errorf("not attached: it is not a file of the workspace as the agent sees it (%v)", err)
+		return "", nil, fmt.Errorf("not attached: it is not a file of the workspace as the agent sees it (%v)", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("not attached: %s is not a regular file", st.Mode().Type())
+		return "", nil, fmt.Errorf("not attached: %s is not a regular file", st.Mode().Type())
+	}
+	if img, err := sniffImage(f, path.Base(rel)); img != nil || err != nil {
+		return "", img, err
 	}
 	if st.Size() > MaxMention {
-		return "", fmt.Errorf("not attached: %d bytes, over the %d a mention attaches (the agent can read it with its tools)", st.Size(), MaxMention)
+		return "", nil, fmt.Errorf("not attached: %d bytes, over the %d a mention attaches (the agent can read it with its tools)", st.Size(), MaxMention)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxMention+1))
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if len(b) > MaxMention {
-		return "", fmt.Errorf("not attached: over the %d bytes a mention attaches", MaxMention)
+		return "", nil, fmt.Errorf("not attached: over the %d bytes a mention attaches", MaxMention)
 	}
 	if !utf8.Valid(b) || strings.IndexByte(string(b), 0) >= 0 {
-		return "", errors.New("not attached: not text (binary or not UTF-8)")
+		return "", nil, errors.New("not attached: not text (binary or not UTF-8)")
 	}
-	return string(b), nil
+	return string(b), nil, nil
 }

@@ -35,7 +35,7 @@ func TestAttachMentions(t *testing.T) {
 		{"@../" + filepath.Base(filepath.Dir(outside)) + "/secret", "", "not a file of the workspace"},
 		{"@/etc/passwd", "", "relative path"},
 	} {
-		got, err := attachMentions(tc.msg, ws)
+		got, _, err := attachMentions(tc.msg, ws)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %q, %v; want an error with %q", tc.msg, got, err, tc.err)

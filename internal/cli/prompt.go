@@ -74,6 +74,9 @@ func printPrompt(env *Env, p *runprep.Prepared) error {
 	out := &strings.Builder{}
 	for i, m := range p.Prompt.Messages() {
 		fmt.Fprintf(out, "=== message %d: %s ===\n%s\n", i+1, m.Role, strings.TrimSuffix(m.Content, "\n"))
+		for _, im := range m.Images {
+			fmt.Fprintln(out, im.Line()) // a reference, never the bytes
+		}
 	}
 	out.WriteString("\n")
 	fmt.Fprintf(out, "%-10s %10s\n", "section", "chars")

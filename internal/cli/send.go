@@ -53,12 +53,13 @@ func (c *SendCmd) Run(env *Env) error {
 	}
 	defer conn.Close()
 	wd, _ := os.Getwd()
-	if len(c.Input) != 1 || c.Input[0] != "-" { // words typed, not a piped text: @path attaches a workspace file
-		if input, err = attachMentions(input, wd); err != nil {
+	var images []ipc.Image
+	if len(c.Input) != 1 || c.Input[0] != "-" { // words typed, not a piped text: @path attaches a workspace file, a pasted image path the image
+		if input, images, err = prepareInput(env.Layout, c.Name, c.Scope, c.Session, input, wd); err != nil {
 			return Exit(ExitUsage, err)
 		}
 	}
-	req := sendReq{Op: ipc.OpSend, ID: id, Session: c.Session, Scope: c.Scope, Workspace: wd, Input: &input}
+	req := sendReq{Op: ipc.OpSend, ID: id, Session: c.Session, Scope: c.Scope, Workspace: wd, Input: &input, Images: images}
 	ask := newAsker(env)
 	if len(c.Approve) > 0 {
 		ask = &asker{policy: c.Approve, log: env.Stderr}
@@ -398,6 +399,9 @@ func renderHistory(w *bufio.Writer, f *ipc.Frame) {
 	switch f.Type {
 	case ipc.TypeUser:
 		fmt.Fprintf(w, "> %s\n", f.Text)
+		for _, im := range f.Images {
+			fmt.Fprintf(w, "  %s\n", im.Line())
+		}
 	case ipc.TypeDelta:
 		w.WriteString(f.Text)
 	case ipc.TypeAssistant:

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/window"
 )
 
 // What a prompt costs once sent as JSON, and the small helpers of reading
@@ -101,7 +103,7 @@ func jsonCost(s string) int {
 func msgCost(m Message) int {
 	if !m.plain() {
 		b, _ := marshal([]Message{m})
-		return len(b) - 2
+		return len(b) - 2 + len(m.Images)*ImageChars
 	}
 	return len(`{"role":"","content":""}`) + jsonCost(m.Role) + jsonCost(m.Content)
 }
@@ -114,6 +116,26 @@ func arrayCost(msgs []Message) int {
 			n++
 		}
 		n += msgCost(m)
+	}
+	return n
+}
+
+// ImageTokens is what one attached image is charged against the context
+// window: a fixed estimate (providers bill an image by its pixels, about
+// 1,600 tokens for a 1,092×1,092 image at Anthropic, less when smaller;
+// ctx does not decode images, so it charges that ceiling-ish figure for
+// each). In the byte budget it is ImageChars, besides the reference's own
+// JSON.
+const ImageTokens = 1600
+
+// ImageChars is ImageTokens in the budget's bytes (W7's estimate).
+const ImageChars = ImageTokens * window.CharsPerToken
+
+// imageCharge is the fixed charge of the images the array attaches.
+func imageCharge(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Images) * ImageChars
 	}
 	return n
 }

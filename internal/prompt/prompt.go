@@ -59,6 +59,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/internal/window"
+	"github.com/cortexfs/ctx/ipc"
 )
 
 // Contract is the immutable runtime contract (spec: R3), verbatim.
@@ -137,10 +138,15 @@ type Message struct {
 	// Extra is the call's provider data (provider.Event.Extra: Gemini's
 	// thought signature), sent back with the call.
 	Extra json.RawMessage `json:"extra,omitempty"`
+	// Images, on a user message, are the images it attaches: references
+	// the run resolves from the session's blob store when it builds the
+	// provider request. Each is charged ImageTokens against the window
+	// besides its reference (see msgCost).
+	Images []ipc.Image `json:"images,omitempty"`
 }
 
 func (m Message) plain() bool {
-	return m.CallID == "" && m.Name == "" && m.Args == nil && m.Input == "" && !m.IsError && m.Blocks == nil && m.Extra == nil
+	return m.CallID == "" && m.Name == "" && m.Args == nil && m.Input == "" && !m.IsError && m.Blocks == nil && m.Extra == nil && m.Images == nil
 }
 
 // Inputs is everything one build reads besides files.
@@ -158,7 +164,11 @@ type Inputs struct {
 	ToolContext string    // K5 tool context text (when ToolState is nil)
 	History     []Message // durable history before the current input, oldest first
 	Input       string    // the current input
-	Time        time.Time // the build time
+	// Images are the images the current input attaches: they go with the
+	// final user message (never in Placeholders mode, whose input is a
+	// placeholder).
+	Images []ipc.Image
+	Time   time.Time // the build time
 
 	WindowTokens uint32 // effective window (window.Effective), when WindowKnown
 	WindowKnown  bool
@@ -246,6 +256,7 @@ type assembly struct {
 	vals        map[string]string
 	hist        []Message
 	turns       [][]Message // the run's own turns, after the input
+	images      []ipc.Image // the current input's images
 	placeholder bool        // history is the placeholder
 }
 
@@ -269,7 +280,7 @@ func (a *assembly) messages() []Message {
 		}
 		msgs = append(msgs, a.hist...)
 	}
-	msgs = append(msgs, Message{Role: "user", Content: vals["input"]})
+	msgs = append(msgs, Message{Role: "user", Content: vals["input"], Images: a.images})
 	for _, t := range a.turns {
 		msgs = append(msgs, t...)
 	}
@@ -387,7 +398,7 @@ func (s *Sources) Render(in Inputs) (*Result, error) {
 	}
 	hist := make([]Message, len(in.History))
 	for i, m := range in.History {
-		hist[i] = Message{Role: clean(m.Role), Content: clean(m.Content)}
+		hist[i] = Message{Role: clean(m.Role), Content: clean(m.Content), Images: m.Images}
 	}
 
 	budget := -1
@@ -432,6 +443,9 @@ func (s *Sources) Render(in Inputs) (*Result, error) {
 			"tools": promptTools(toolText), "time": now, "input": input,
 		},
 		placeholder: in.Placeholders && in.HistoryAbsent,
+	}
+	if !in.Placeholders {
+		a.images = in.Images
 	}
 	for _, p := range parts {
 		if p.v != "" {
@@ -480,8 +494,8 @@ func (s *Sources) Render(in Inputs) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if budget >= 0 && len(data) > budget { // spec: W8 — never dispatch over budget
-		return nil, &BudgetError{Need: len(data), Budget: budget}
+	if need := len(data) + imageCharge(msgs); budget >= 0 && need > budget { // spec: W8 — never dispatch over budget
+		return nil, &BudgetError{Need: need, Budget: budget}
 	}
 	r.messages, r.json = msgs, data
 	r.System, r.History, r.Input = msgs[0].Content, a.hist, input
@@ -493,6 +507,7 @@ func (s *Sources) Render(in Inputs) (*Result, error) {
 		canon := *a
 		canon.vals = maps(a.vals)
 		canon.vals["input"], canon.vals["time"] = InputPlaceholder, TimePlaceholder
+		canon.images = nil // as `ctx agent prompt` renders it
 		cdata, err := marshal(canon.messages())
 		if err != nil {
 			return nil, err

@@ -1,6 +1,10 @@
 package prompt
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/cortexfs/ctx/ipc"
+)
 
 // The prompt template: its variables, parsing, rendering, and the history
 // rendered inline.
@@ -70,7 +74,14 @@ func withContract(rendered string) string {
 	return rendered + "\n\n" + Contract
 }
 
-func historyBlock(m Message) string { return "[" + m.Role + "]\n" + m.Content }
+// historyBlock is one message of an inlined history; an image shows as
+// its reference line (an inlined history is text: its images are not sent).
+func historyBlock(m Message) string {
+	if len(m.Images) > 0 {
+		return "[" + m.Role + "]\n" + m.Content + "\n" + ipc.ImageLines(m.Images)
+	}
+	return "[" + m.Role + "]\n" + m.Content
+}
 
 func renderHistory(h []Message) string {
 	blocks := make([]string, len(h))

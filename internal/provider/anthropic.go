@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -101,6 +102,18 @@ type anthropicBlock struct {
 	IsError   bool            `json:"is_error,omitempty"`
 }
 
+// anthropicImage is an image content block of a user message.
+type anthropicImage struct {
+	Type   string               `json:"type"` // "image"
+	Source anthropicImageSource `json:"source"`
+}
+
+type anthropicImageSource struct {
+	Type      string `json:"type"` // "base64"
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
 type anthropicTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
@@ -130,6 +143,10 @@ func (a *Anthropic) encode(req Request) ([]byte, error) {
 			role = "user"
 			if m.Text != "" {
 				blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Text})
+			}
+			for _, im := range m.Images {
+				blocks = append(blocks, anthropicImage{Type: "image", Source: anthropicImageSource{
+					Type: "base64", MediaType: im.MediaType, Data: base64.StdEncoding.EncodeToString(im.Data)}})
 			}
 		case RoleAssistant:
 			role = "assistant"

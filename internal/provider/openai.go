@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,6 +91,32 @@ type openaiMessage struct {
 	Content    string           `json:"content"`
 	ToolCalls  []openaiToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"`
+	// Parts, when set (a user message with images), is sent as the
+	// content instead of Content: an array of content parts.
+	Parts []openaiPart `json:"-"`
+}
+
+// openaiPart is one content part of a chat-completions message.
+type openaiPart struct {
+	Type     string          `json:"type"` // text | image_url
+	Text     string          `json:"text,omitempty"`
+	ImageURL *openaiImageURL `json:"image_url,omitempty"`
+}
+
+type openaiImageURL struct {
+	URL string `json:"url"`
+}
+
+// MarshalJSON sends Parts as the content when there are any.
+func (m openaiMessage) MarshalJSON() ([]byte, error) {
+	type plain openaiMessage
+	if len(m.Parts) == 0 {
+		return json.Marshal(plain(m))
+	}
+	return json.Marshal(struct {
+		plain
+		Content []openaiPart `json:"content"`
+	}{plain(m), m.Parts})
 }
 
 type openaiToolCall struct {
@@ -147,7 +174,18 @@ func (o *OpenAI) encode(req Request) ([]byte, error) {
 	for i, m := range req.Messages {
 		switch m.Role {
 		case RoleUser:
-			out.Messages = append(out.Messages, openaiMessage{Role: "user", Content: m.Text})
+			um := openaiMessage{Role: "user", Content: m.Text}
+			if len(m.Images) > 0 {
+				// Content parts: the text, then each image as a data URL.
+				if m.Text != "" {
+					um.Parts = append(um.Parts, openaiPart{Type: "text", Text: m.Text})
+				}
+				for _, im := range m.Images {
+					p := openaiPart{Type: "image_url", ImageURL: &openaiImageURL{URL: "data:" + im.MediaType + ";base64," + base64.StdEncoding.EncodeToString(im.Data)}}
+					um.Parts = append(um.Parts, p)
+				}
+			}
+			out.Messages = append(out.Messages, um)
 		case RoleAssistant:
 			if !prevAssistant {
 				out.Messages = append(out.Messages, openaiMessage{Role: "assistant"})

@@ -51,6 +51,17 @@ type Message struct {
 	// records: the provider's own content blocks, sent instead of Text
 	// (the tool calls still come from ToolCallID and the messages after).
 	Content json.RawMessage
+	// Images, on a user message, are the images it attaches, after its
+	// text: the bytes as read (and checked) from the session's blob store.
+	Images []Image
+}
+
+// Image is one image of a user message: its sniffed media type (image/png,
+// image/jpeg, image/gif or image/webp) and its bytes, which the encoders
+// send base64-encoded.
+type Image struct {
+	MediaType string
+	Data      []byte
 }
 
 // Tool is a direct-native tool offered to the model; every tool takes an argv

@@ -80,10 +80,11 @@ type Input struct {
 	// context is rendered from it, unpinned tools evicted first (K5). When
 	// nil, ToolContext is used as text.
 	ToolState   *toolctx.State
-	ToolContext string    // the session's tool context text (see ToolContext)
-	History     []Message // durable history before Input, oldest first (see History)
-	Input       string    // the current input
-	Time        time.Time // the build time
+	ToolContext string      // the session's tool context text (see ToolContext)
+	History     []Message   // durable history before Input, oldest first (see History)
+	Input       string      // the current input
+	Images      []ipc.Image // the images the input attaches (references)
+	Time        time.Time   // the build time
 
 	// Placeholders renders for `ctx agent prompt` (spec: R4): the input and
 	// time become explicit placeholders. HistoryAbsent additionally shows the
@@ -264,6 +265,7 @@ func Prepare(in Input) (*Prepared, error) {
 		ToolContext:   in.ToolContext,
 		History:       in.History,
 		Input:         in.Input,
+		Images:        in.Images,
 		Time:          in.Time,
 		WindowTokens:  p.Tokens,
 		WindowKnown:   p.Known,

@@ -21,7 +21,9 @@ func History(msgs []store.Message) []Message {
 	out := make([]Message, 0, len(msgs))
 	for _, m := range msgs {
 		switch m.Role {
-		case "user", "assistant":
+		case "user":
+			out = append(out, Message{Role: m.Role, Content: m.Text, Images: m.Images})
+		case "assistant":
 			out = append(out, Message{Role: m.Role, Content: m.Text})
 		case "tool":
 			out = append(out, Message{Role: "tool", Content: m.Content})

@@ -443,3 +443,25 @@ func TestTranscriptKeepsCancelledText(t *testing.T) {
 		t.Fatalf("text:\n%s", b.String())
 	}
 }
+
+// TestTranscriptUserImages: a stored user frame's images reach the
+// transcript as references and print as their lines (ctx agent history).
+func TestTranscriptUserImages(t *testing.T) {
+	sum := strings.Repeat("cd", 32)
+	log := `{"type":"user","session":"s","seq":1,"ts":"2026-01-01T00:00:00Z","run":"r1","id":"m","text":"look","images":[{"sha256":"` + sum + `","media_type":"image/png","name":"shot.png","size":42}]}` + "\n"
+	var got []Entry
+	tr := &Transcript{Emit: func(e Entry) { got = append(got, e) }}
+	Scan(strings.NewReader(log), tr.Frame)
+	tr.End(true)
+	if len(got) < 2 || got[1].Kind != KindUser || len(got[1].Images) != 1 || got[1].Images[0].SHA256 != sum {
+		t.Fatalf("entries %+v", got)
+	}
+	var b strings.Builder
+	w := &TextWriter{W: &b}
+	for _, e := range got {
+		w.Write(e)
+	}
+	if !strings.Contains(b.String(), "> look\n  [image shot.png, image/png, 42 bytes, sha256:cdcdcdcdcdcd…]\n") {
+		t.Fatalf("text:\n%s", b.String())
+	}
+}

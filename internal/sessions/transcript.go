@@ -39,16 +39,18 @@ const (
 // Entry is one item of a transcript (`ctx agent history --json` prints
 // one per line).
 type Entry struct {
-	Kind   string   `json:"kind"`
-	Run    string   `json:"run,omitempty"`
-	Seq    int64    `json:"seq,omitempty"`
-	TS     string   `json:"ts,omitempty"`
-	Op     string   `json:"op,omitempty"`
-	Text   string   `json:"text,omitempty"`
-	CallID string   `json:"call_id,omitempty"`
-	Name   string   `json:"name,omitempty"`
-	Args   []string `json:"args,omitempty"`
-	Status string   `json:"status,omitempty"`
+	Kind string `json:"kind"`
+	Run  string `json:"run,omitempty"`
+	Seq  int64  `json:"seq,omitempty"`
+	TS   string `json:"ts,omitempty"`
+	Op   string `json:"op,omitempty"`
+	Text string `json:"text,omitempty"`
+	// Images are a user message's images, as references (never bytes).
+	Images []ipc.Image `json:"images,omitempty"`
+	CallID string      `json:"call_id,omitempty"`
+	Name   string      `json:"name,omitempty"`
+	Args   []string    `json:"args,omitempty"`
+	Status string      `json:"status,omitempty"`
 	// Approval is the decision when the call was asked about.
 	Approval string `json:"approval,omitempty"`
 	// Result is the tool result's first line, at most ResultRunes; Content
@@ -113,7 +115,7 @@ func (t *Transcript) Frame(f *Frame) {
 	}
 	switch f.Type {
 	case ipc.TypeUser:
-		e.Kind, e.Text = KindUser, f.Text
+		e.Kind, e.Text, e.Images = KindUser, f.Text, f.Images
 		t.Emit(e)
 	case ipc.TypeStart:
 		t.started, _ = time.Parse(time.RFC3339Nano, f.TS)
@@ -305,6 +307,9 @@ func (w *TextWriter) Write(e Entry) {
 		w.printf("── %s · %s\n", w.when(e.TS), e.Run)
 	case KindUser:
 		w.printf("> %s\n", indent(Clean(e.Text), "  "))
+		for _, im := range e.Images {
+			w.printf("  %s\n", Clean(im.Line())) // a reference, never the bytes
+		}
 	case KindTool:
 		status := e.Status
 		if e.Approval != "" {

@@ -259,6 +259,9 @@ type Message struct {
 	Content   string `json:"content,omitempty"`
 	Truncated bool   `json:"truncated,omitempty"`
 	Code      string `json:"code,omitempty"`
+	// Images, on a user message, are the images it attaches (references;
+	// the bytes are in the session's blob store).
+	Images []ipc.Image `json:"images,omitempty"`
 }
 
 // MessageOf returns the conversation message a committed frame contributes, if any.
@@ -266,7 +269,7 @@ func MessageOf(f *ipc.Frame) *Message {
 	m := &Message{Run: f.Run, Seq: f.Seq, TS: f.TS}
 	switch f.Type {
 	case ipc.TypeUser:
-		m.Role, m.Text = "user", f.Text
+		m.Role, m.Text, m.Images = "user", f.Text, f.Images
 	case ipc.TypeToolResult:
 		m.Role, m.CallID, m.Name, m.Status, m.Content, m.Truncated = "tool", f.CallID, f.Name, f.Status, f.Content, f.Truncated
 	case ipc.TypeAssistant:

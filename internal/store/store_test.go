@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -347,6 +348,9 @@ func TestMessageOf(t *testing.T) {
 		{ipc.Frame{Type: ipc.TypeUser, Run: "r", Seq: 1, TS: "t", Text: "hi"}, &Message{Role: "user", Run: "r", Seq: 1, TS: "t", Text: "hi"}},
 		{ipc.Frame{Type: ipc.TypeToolResult, Run: "r", Seq: 2, TS: "t", CallID: "c", Name: "tsh", Status: "error", Content: "x", Truncated: true},
 			&Message{Role: "tool", Run: "r", Seq: 2, TS: "t", CallID: "c", Name: "tsh", Status: "error", Content: "x", Truncated: true}},
+		// A user message keeps its images' references (never bytes).
+		{ipc.Frame{Type: ipc.TypeUser, Run: "r", Seq: 5, TS: "t", Text: "look", Images: []ipc.Image{{SHA256: "ab", MediaType: ipc.MediaPNG, Name: "a.png", Size: 3}}},
+			&Message{Role: "user", Run: "r", Seq: 5, TS: "t", Text: "look", Images: []ipc.Image{{SHA256: "ab", MediaType: ipc.MediaPNG, Name: "a.png", Size: 3}}}},
 		{ipc.Frame{Type: ipc.TypeAssistant, Run: "r", Seq: 3, TS: "t", Text: "bye"}, &Message{Role: "assistant", Run: "r", Seq: 3, TS: "t", Text: "bye"}},
 		{ipc.Frame{Type: ipc.TypeError, Run: "r", Seq: 4, TS: "t", Code: "denied", Message: "no"}, &Message{Role: "error", Run: "r", Seq: 4, TS: "t", Code: "denied", Text: "no"}},
 		{ipc.Frame{Type: ipc.TypeError, Code: "busy", Message: "no"}, nil},
@@ -356,7 +360,7 @@ func TestMessageOf(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got := MessageOf(&tc.f)
-		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+		if (got == nil) != (tc.want == nil) || got != nil && !reflect.DeepEqual(*got, *tc.want) {
 			t.Errorf("%s: got %+v, want %+v", tc.f.Type, got, tc.want)
 		}
 	}

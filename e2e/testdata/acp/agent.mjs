@@ -24,11 +24,15 @@
 //                  issue each fs request in order, each bounded to 5 s (a
 //                  hang is reported as "timeout"), and say
 //                  fsres=<JSON [{path, op, ok, code, msg, content}]>
+//   images         say images=<count> and, per image block, <mimeType>:<sha256
+//                  of its decoded data>
 //
 // With --mute it never answers anything (the run's timeout must end it).
+// With --images its initialize answer advertises promptCapabilities.image.
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 
 if (process.argv.includes("--mute")) {
   process.stdin.resume();
@@ -66,7 +70,9 @@ if (process.argv.includes("--mute")) {
   const app = acp.agent({ name: "ctx-e2e-agent" })
     .onRequest(acp.methods.agent.initialize, async () => ({
       protocolVersion: acp.PROTOCOL_VERSION,
-      agentCapabilities: { loadSession: false },
+      agentCapabilities: process.argv.includes("--images")
+        ? { loadSession: false, promptCapabilities: { image: true } }
+        : { loadSession: false },
       authMethods: [],
     }))
     .onRequest(acp.methods.agent.session.new, async ({ params }) => ({ sessionId: "s-" + params.cwd.length }))
@@ -93,6 +99,12 @@ if (process.argv.includes("--mute")) {
         await term.release();
         await say(client, sid, `read=${r.content.trim()} outside=${outside.ok ? "written" : "refused"} home=${home.ok ? "written" : "refused"} `);
         await say(client, sid, `exit=${exit.exitCode} term=${out.output.trim().replace(/\n/g, "|")}`);
+        return { stopReason: "end_turn" };
+      }
+      if (mode === "images") {
+        const ims = params.prompt.filter((b) => b.type === "image");
+        const each = ims.map((b) => b.mimeType + ":" + createHash("sha256").update(Buffer.from(b.data, "base64")).digest("hex"));
+        await say(client, sid, `images=${ims.length} ${each.join(" ")}`);
         return { stopReason: "end_turn" };
       }
       if (mode === "ask") {
