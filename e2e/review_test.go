@@ -94,7 +94,8 @@ func TestDiffAndUndo(t *testing.T) {
 // config it could write would run its programs on the host. From a bash
 // in the terminal, before the first record exists and after: nothing
 // under review/ can be made, changed or removed, and the next run's
-// record is the host's. spec: X7 B2
+// record is the host's; the same for blobs/ (the images the owner
+// attached). spec: X7 B2
 func TestReviewRecordIsTheHostsAlone(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")
@@ -116,9 +117,10 @@ func TestReviewRecordIsTheHostsAlone(t *testing.T) {
 		return a.run(`cd `+sess+` && { mkdir -p review/git 2>/dev/null; echo '{"run":"x","workspace":"/"}' > review/planted.json 2>/dev/null && r=wrote; `+
 			`for f in review/*.json; do [ -e "$f" ] && echo forged 2>/dev/null > "$f" && r="$r,forged"; done; `+
 			`echo '[core]' > review/git/config 2>/dev/null && r="$r,config"; rm -rf review 2>/dev/null; [ -e review ] || r="$r,removed"; `+
+			`echo x > blobs/0000 2>/dev/null && r="$r,blob"; rm -rf blobs 2>/dev/null; [ -e blobs ] || r="$r,blobs-removed"; `+
 			`echo "`+key+`""=[$r]"; cd /workspace; }`, key)
 	}
-	if got := attack("FIRST"); got != "[]" && got != "[,removed]" {
+	if got := attack("FIRST"); got != "[]" {
 		t.Fatalf("before any run, a terminal process wrote the review directory: %s", got)
 	}
 	if r := w.ctx(ws, "", "agent", "send", "t1", "tool", "touchit"); r.code != 0 || !strings.Contains(r.stdout, "touched") {

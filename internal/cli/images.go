@@ -112,9 +112,14 @@ func readPasted(p string) (*attachedImage, error) {
 		return nil, nil // prose, or a directory named in it
 	case errors.Is(err, unix.ELOOP):
 		// A link: refused when it leads to an image, else prose.
-		if t, err := os.Open(p); err == nil {
+		// Opened without blocking (a link to a FIFO must not hang the
+		// chat), its target read only when it is a regular file.
+		if t, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
 			var hdr [16]byte
-			n, _ := t.ReadAt(hdr[:], 0)
+			n := 0
+			if st, err := t.Stat(); err == nil && st.Mode().IsRegular() {
+				n, _ = t.ReadAt(hdr[:], 0)
+			}
 			t.Close()
 			if imageblob.Sniff(hdr[:n]) != "" {
 				return nil, errors.New("image not attached: a symbolic link; paste the file it links to")

@@ -262,11 +262,12 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		dir := l.SessionDir(v.Def.Name, scope, v.Session)
 		at := v.SessionPath()
 		// review/ holds the runs' workspace snapshots, which undo writes
-		// back and git reads on the host: the host's alone. It is made
-		// here, before any process of the view could make it, and bound
-		// read-only — not tried: a session whose review/ cannot be bound
-		// (a link planted there) starts no view.
-		review, rerr := sessionReview(root, relTo(l.Root, dir))
+		// back and git reads on the host; blobs/ the images the owner
+		// attached: the host's and the owner's alone. Each is made here,
+		// before any process of the view could make it, and bound
+		// read-only — not tried: a session whose directories cannot be
+		// bound (a link planted there) starts no view.
+		owned, rerr := sessionOwned(root, relTo(l.Root, dir))
 		if rerr != nil {
 			return s, nil, rerr
 		}
@@ -278,9 +279,9 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 				bwrap.Mount{Src: filepath.Join(dir, "terminal"), Dst: at + "/terminal", Try: true},
 				bwrap.Mount{Src: filepath.Join(dir, "mcp-tools.json"), Dst: at + "/mcp-tools.json", Try: true},
 			)
-			if review != nil {
-				review.Close()
-				s.MountsAfter = append(s.MountsAfter, bwrap.Mount{Src: filepath.Join(dir, "review"), Dst: at + "/review"})
+			for i, f := range owned {
+				f.Close()
+				s.MountsAfter = append(s.MountsAfter, bwrap.Mount{Src: filepath.Join(dir, ownedDirs[i]), Dst: at + "/" + ownedDirs[i]})
 			}
 		} else if sd, err := safefs.OpenBeneath(root, relTo(l.Root, dir), unix.O_PATH|unix.O_DIRECTORY); err == nil {
 			mount(&s.MountsAfter, sd, dir, at, true)
@@ -290,11 +291,13 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 					mount(&s.MountsAfter, ff, filepath.Join(dir, f), at+"/"+f, false)
 				}
 			}
-			if review != nil {
-				mount(&s.MountsAfter, review, filepath.Join(dir, "review"), at+"/review", false)
+			for i, f := range owned {
+				mount(&s.MountsAfter, f, filepath.Join(dir, ownedDirs[i]), at+"/"+ownedDirs[i], false)
 			}
-		} else if review != nil {
-			review.Close()
+		} else {
+			for _, f := range owned {
+				f.Close()
+			}
 		}
 	}
 	return s, h, nil
@@ -410,10 +413,15 @@ func resolved(p string) string {
 
 // mkdirBeneath creates rel's missing directories below dir (mode 0700),
 // never following a symlink.
-// sessionReview makes the session directory rel's review/ (0700) beneath
-// root and opens it, with no symbolic link on the way; nil when the
-// session directory does not exist (nothing of it is bound either).
-func sessionReview(root *os.File, rel string) (*os.File, error) {
+// ownedDirs are the directories of a session that only the host and its
+// owner write (review snapshots, attached images).
+var ownedDirs = []string{"review", "blobs"}
+
+// sessionOwned makes the session directory rel's ownedDirs (0700)
+// beneath root and opens them, in that order, with no symbolic link on
+// the way; none when the session directory does not exist (nothing of it
+// is bound either).
+func sessionOwned(root *os.File, rel string) ([]*os.File, error) {
 	sd, err := safefs.OpenBeneath(root, rel, unix.O_PATH|unix.O_DIRECTORY)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
@@ -422,14 +430,23 @@ func sessionReview(root *os.File, rel string) (*os.File, error) {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
 	defer sd.Close()
-	if err := mkdirBeneath(sd, "review"); err != nil {
-		return nil, fmt.Errorf("session review directory: %w", err)
+	var out []*os.File
+	for _, name := range ownedDirs {
+		f, err := func() (*os.File, error) {
+			if err := mkdirBeneath(sd, name); err != nil {
+				return nil, err
+			}
+			return safefs.OpenBeneath(sd, name, unix.O_PATH|unix.O_DIRECTORY)
+		}()
+		if err != nil {
+			for _, o := range out {
+				o.Close()
+			}
+			return nil, fmt.Errorf("session %s directory: %w", name, err)
+		}
+		out = append(out, f)
 	}
-	f, err := safefs.OpenBeneath(sd, "review", unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return nil, fmt.Errorf("session review directory: %w", err)
-	}
-	return f, nil
+	return out, nil
 }
 
 func mkdirBeneath(dir *os.File, rel string) error {
