@@ -150,6 +150,7 @@ type HistoryCmd struct {
 	Session string `default:"default" help:"Session name."`
 	Scope   string `default:"private" enum:"private,shared" help:"private or shared."`
 	JSON    bool   `name:"json" help:"One JSON object per transcript entry (kind: run user tool assistant partial error cancelled warning candidate done open)."`
+	Full    bool   `name:"full" help:"Each tool call's whole stored result below its line (16 KiB at most each, as stored), not only its first line."`
 }
 
 // Help is the long help of `ctx agent history --help`.
@@ -176,7 +177,7 @@ func (c *HistoryCmd) Run(env *Env) error {
 	}
 	out := bufio.NewWriter(env.Stdout)
 	defer out.Flush()
-	tw := &sessions.TextWriter{W: out}
+	tw := &sessions.TextWriter{W: out, Full: c.Full}
 	if ok, width := prettyOut(env); ok && !c.JSON {
 		if md, err := chatview.NewMarkdown(width); err == nil {
 			tw.Markdown = md.Render

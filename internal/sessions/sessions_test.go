@@ -465,3 +465,18 @@ func TestTranscriptUserImages(t *testing.T) {
 		t.Fatalf("text:\n%s", b.String())
 	}
 }
+
+// TestTextWriterFull: history --full prints a call's whole stored result
+// below its line, control characters cleaned; without it, the first line.
+func TestTextWriterFull(t *testing.T) {
+	e := Entry{Kind: KindTool, Name: "bash", Args: []string{"go test"}, Status: "error", Result: "--- FAIL: TestX", Content: "--- FAIL: TestX\n    x_test.go:9: got 1\x1b[31m\nFAIL\n"}
+	for _, full := range []bool{false, true} {
+		var b strings.Builder
+		w := &TextWriter{W: &b, Full: full}
+		w.Write(e)
+		has := strings.Contains(b.String(), "    │ --- FAIL: TestX\n    │     x_test.go:9: got 1\uFFFD[31m\n    │ FAIL\n")
+		if has != full || strings.Contains(b.String(), "\x1b") {
+			t.Errorf("full=%v:\n%s", full, b.String())
+		}
+	}
+}

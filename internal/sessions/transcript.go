@@ -288,7 +288,9 @@ type TextWriter struct {
 	Markdown func(string) string
 	// Local formats timestamps (time.Local unless set).
 	Loc *time.Location
-	err error
+	// Full prints each tool call's whole stored result below its line.
+	Full bool
+	err  error
 }
 
 // Err is the first write error.
@@ -323,6 +325,11 @@ func (w *TextWriter) Write(e Entry) {
 			line += " [truncated]"
 		}
 		w.printf("%s\n", line)
+		if c := strings.TrimRight(e.Content, "\n"); w.Full && c != "" {
+			for _, l := range strings.Split(Clean(c), "\n") {
+				w.printf("    │ %s\n", l)
+			}
+		}
 	case KindAssistant:
 		w.printf("%s\n", w.answer(e.Text))
 	case KindPartial:
