@@ -42,7 +42,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cortexfs/ctx/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -323,7 +322,16 @@ func Save(sessionDir string, r Record) error {
 		return err
 	}
 	b, _ := json.Marshal(r)
-	return atomicfile.WriteFile(filepath.Join(Dir(sessionDir), r.Run+".json"), append(b, '\n'), 0o600)
+	// Atomic (a temp file renamed over it) but not fsynced: a record is
+	// a convenience beside the log, not part of it — a crash may lose the
+	// last run's undo, never a frame — and two fsyncs at each end of
+	// every send cost more than the rest of the review.
+	p := filepath.Join(Dir(sessionDir), r.Run+".json")
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
 }
 
 // Load reads the record of run, or of the session's last run with one
