@@ -136,7 +136,7 @@ func TestChatRenderedInTmux(t *testing.T) {
 	tm.answer("y")
 	// edit: the question shows the diff of calc.sh.
 	sc := tm.contains("tool edit with argv", 20*time.Second)
-	if !regexp.MustCompile(`--- calc\.sh\n\+\+\+ calc\.sh\n@@ -1,4 \+1,4 @@\n # calc\.sh: small arithmetic helpers\.\n add\(\) \{\n-\s+echo \$\(\( \$1 - \$2 \)\)\n\+\s+echo \$\(\( \$1 \+ \$2 \)\)\n \}\nAllow once\? \(y allows once, a also allows the same call again, n denies, r denies and says why, Ctrl\+C cancels the run\)`).MatchString(sc) {
+	if !regexp.MustCompile(`--- calc\.sh\n\+\+\+ calc\.sh\n@@ -1,4 \+1,4 @@\n # calc\.sh: small arithmetic helpers\.\n add\(\) \{\n-\s+echo \$\(\( \$1 - \$2 \)\)\n\+\s+echo \$\(\( \$1 \+ \$2 \)\)\n \}\nAllow once\? \(y allows once, a always, n denies, r denies and says why, Ctrl\+C cancels the run\)`).MatchString(sc) {
 		t.Errorf("the edit's question lacks its diff:\n%s", sc)
 	}
 	if !regexp.MustCompile(`✓ read calc\.sh  \d+ ms`).MatchString(sc) {

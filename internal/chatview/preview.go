@@ -435,8 +435,10 @@ func capLines(s string) string {
 	return strings.Join(lines[:MaxPreviewLines], "\n") + fmt.Sprintf("\n… %d more lines", len(lines)-MaxPreviewLines)
 }
 
-// QuestionKeys is what a question's keys do, in chat and send alike.
-const QuestionKeys = "y allows once, a also allows the same call again, n denies, r denies and says why, Ctrl+C cancels the run"
+// QuestionKeys is what a question's keys do, in chat and send alike
+// ("a always": this same call, for the rest of the chat or send; the
+// answer's line and /help say so). It fits a 100-column line.
+const QuestionKeys = "y allows once, a always, n denies, r denies and says why, Ctrl+C cancels the run"
 
 // Question is the approval question for a tool call (not an MCP call):
 // the tool, its argv and, for write, edit and apply_patch, the change it

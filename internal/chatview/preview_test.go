@@ -90,11 +90,11 @@ func TestQuestion(t *testing.T) {
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "f"), []byte("a\n"), 0o644)
 	q := Question("tsh", []string{"call", "edit", "f", "a", "b\x1b[31m"}, ws, false)
-	want := "? the agent wants to run tool edit with argv [\"f\" \"a\" \"b\\x1b[31m\"]\n--- f\n+++ f\n@@ -1 +1 @@\n-a\n+b\uFFFD[31m\nAllow once? (y allows once, a also allows the same call again, n denies, r denies and says why, Ctrl+C cancels the run) "
+	want := "? the agent wants to run tool edit with argv [\"f\" \"a\" \"b\\x1b[31m\"]\n--- f\n+++ f\n@@ -1 +1 @@\n-a\n+b\uFFFD[31m\nAllow once? (y allows once, a always, n denies, r denies and says why, Ctrl+C cancels the run) "
 	if q != want {
 		t.Errorf("got  %q\nwant %q", q, want)
 	}
-	if c := Question("tsh", []string{"call", "edit", "f", "a", "b"}, ws, true); !strings.Contains(c, "\x1b[") || !strings.HasSuffix(c, "Allow once? (y allows once, a also allows the same call again, n denies, r denies and says why, Ctrl+C cancels the run) ") {
+	if c := Question("tsh", []string{"call", "edit", "f", "a", "b"}, ws, true); !strings.Contains(c, "\x1b[") || !strings.HasSuffix(c, "Allow once? (y allows once, a always, n denies, r denies and says why, Ctrl+C cancels the run) ") {
 		t.Errorf("coloured question: %q", c)
 	}
 }
@@ -172,7 +172,7 @@ func TestPreviewNeverBlocksNorLeaks(t *testing.T) {
 		})
 	}
 	q := Question("write", []string{"link", "x"}, ws, false)
-	if strings.Contains(q, canary) || !strings.Contains(q, "symbolic link") || !strings.HasSuffix(q, "Allow once? (y allows once, a also allows the same call again, n denies, r denies and says why, Ctrl+C cancels the run) ") {
+	if strings.Contains(q, canary) || !strings.Contains(q, "symbolic link") || !strings.HasSuffix(q, "Allow once? (y allows once, a always, n denies, r denies and says why, Ctrl+C cancels the run) ") {
 		t.Errorf("question: %q", q)
 	}
 }
