@@ -13,8 +13,14 @@ import (
 // racy is how recent a change may be for its times to be trusted: a file
 // changed twice within a timestamp tick keeps its times, so an entry
 // changed this recently makes the fingerprint unusable (as git re-hashes
-// its racily clean entries).
-const racy = time.Second
+// its racily clean entries). The kernel stamps times from a clock of one
+// tick (1–10 ms), so a tenth of a second is safe on filesystems that keep
+// nanoseconds; a time with no nanoseconds (a filesystem of whole seconds,
+// or two) gets coarseRacy.
+const (
+	racy       = 100 * time.Millisecond
+	coarseRacy = 2 * time.Second
+)
 
 // fingerprint is a hash of what a walk of the workspace finds — every
 // entry's path, type and mode, size, mtime, ctime and inode, .git
@@ -27,7 +33,8 @@ const racy = time.Second
 // the walk passed a bound.
 func fingerprint(ws string) (fp string, n int, size int64, over bool) {
 	h := sha256.New()
-	now := time.Now().Add(-racy).UnixNano()
+	t := time.Now()
+	fine, coarse := t.Add(-racy).UnixNano(), t.Add(-coarseRacy).UnixNano()
 	usable := true
 	var b [8 * 6]byte
 	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
@@ -61,7 +68,11 @@ func fingerprint(ws string) (fp string, n int, size int64, over bool) {
 			}
 		}
 		mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
-		if mt > now || ct > now {
+		limit := fine
+		if st.Mtim.Nsec == 0 || st.Ctim.Nsec == 0 {
+			limit = coarse
+		}
+		if mt > limit || ct > limit {
 			usable = false
 		}
 		h.Write([]byte(p))
