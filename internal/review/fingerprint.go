@@ -23,8 +23,8 @@ const (
 )
 
 // fingerprint is a hash of what a walk of the workspace finds — every
-// entry's path, type and mode, size, mtime, ctime and inode, .git
-// directories skipped — so that a workspace with the same fingerprint as
+// entry's path, type and mode, size, mtime, ctime and inode (a
+// directory's times left out), .git directories skipped — so that a workspace with the same fingerprint as
 // when a snapshot was taken holds the same files: its tree is reused and
 // no git process runs (a run that changed nothing costs two walks). ""
 // when it cannot tell: the walk was cut (over MaxFiles entries or
@@ -68,6 +68,12 @@ func fingerprint(ws string) (fp string, n int, size int64, over bool) {
 			}
 		}
 		mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
+		if d.IsDir() {
+			// A directory's times change with its entries, which the
+			// walk lists anyway (and with a run's placeholders, made
+			// and removed in it): its path, mode and inode suffice.
+			mt, ct = 0, 0
+		}
 		limit := fine
 		if st.Mtim.Nsec == 0 || st.Ctim.Nsec == 0 {
 			limit = coarse
