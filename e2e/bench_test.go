@@ -232,7 +232,8 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 	call := func(i int, place, enter bool) time.Duration {
 		t0 := time.Now()
 		run := "run-" + strconv.Itoa(i) + "-bench"
-		v := sandbox.View{Layout: l, Def: def, Session: "bench", Run: run, Workspace: ws}
+		// The view of a tool call (actors/tool): the policy's tools, as a tool tree.
+		v := sandbox.View{Layout: l, Def: def, Session: "bench", Run: run, Workspace: ws, Tools: sandbox.CallTools}
 		o := proc.Options{Bwrap: "/usr/bin/bwrap", Spec: v.Spec([]string{"/ctx/tool/clock"}, v.ToolEnv()), Roots: roots, Ident: v.Identity()}
 		var g *cgroup.Group
 		if place {
