@@ -211,7 +211,9 @@ func BenchmarkToolCallToolCount(b *testing.B) {
 // cgroup costs a tool call: the same tool sandbox (view, flags, launch
 // root, the tool running to its exit) started without placement, and with
 // a fresh run cgroup — created, bwrap and its PID 1 placed, then killed and
-// removed — as an op tsh run (one call per run) pays it.
+// removed — as an op tsh run (one call per run) pays it; and the same
+// call through the runtime (the tsh op over the socket) against that
+// sandbox born in its cgroup: what the runtime adds to the sandbox.
 func BenchmarkToolCallCgroup(b *testing.B) {
 	w := newWorld(b)
 	w.start()
@@ -256,14 +258,26 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	var bare, placed, entered time.Duration
+	// The same call through the runtime: the tsh op over the socket, in
+	// the same workspace (the issue's "tool call / the same sandbox
+	// without the runtime" is toolcall/born-in).
+	c := w.dial("cg")
+	var bare, placed, entered, tool time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		bare += call(3*i, false, false)
 		placed += call(3*i+1, true, false)
 		entered += call(3*i+2, true, true)
+		t0 := time.Now()
+		c.send(map[string]any{"op": "tsh", "id": "c" + strconv.Itoa(i), "session": "bench", "workspace": ws, "args": []string{"call", "clock"}})
+		if got := c.until("done", 10*time.Second); got[len(got)-1].Status != "ok" {
+			b.Fatal(types(got))
+		}
+		tool += time.Since(t0)
 	}
 	n := float64(b.N)
+	b.ReportMetric(float64(tool.Microseconds())/n/1000, "toolcall-ms")
+	b.ReportMetric(float64(tool)/float64(entered), "toolcall/born-in")
 	b.ReportMetric(float64(bare.Microseconds())/n/1000, "nocgroup-ms")
 	b.ReportMetric(float64(placed.Microseconds())/n/1000, "placed-ms")
 	b.ReportMetric(float64(entered.Microseconds())/n/1000, "born-in-ms")
