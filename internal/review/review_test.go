@@ -351,3 +351,54 @@ func TestUnchangedWorkspaceRunsNoGit(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRunReview: a run's review (start, end, its record) in a
+// workspace of 50 files outside git, when the run changed a file and
+// when it changed nothing after a run that changed nothing, against the floor of any snapshot: one git
+// process (`git --version`), interleaved.
+func BenchmarkRunReview(b *testing.B) {
+	if _, err := exec.LookPath("git"); err != nil {
+		b.Skip("no git")
+	}
+	ctx := context.Background()
+	ws, dir := b.TempDir(), b.TempDir()
+	for i := 0; i < 50; i++ {
+		os.WriteFile(filepath.Join(ws, strconv.Itoa(i)), []byte("x"), 0o644)
+	}
+	time.Sleep(racy + 50*time.Millisecond)
+	run := func(id string, change func()) time.Duration {
+		t0 := time.Now()
+		r, err := Start(ctx, dir, id, ws)
+		if err != nil {
+			b.Fatal(err)
+		}
+		change()
+		if err := r.End(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := Save(dir, r); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	run("warm", func() {})
+	var same, changed, git time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		changed += run("changed-"+strconv.Itoa(i), func() { os.WriteFile(filepath.Join(ws, "0"), []byte(strconv.Itoa(i)), 0o644) })
+		time.Sleep(racy) // the change settles: the next run can trust its times
+		run("after-"+strconv.Itoa(i), func() {}) // snapshots at its start (the changed run's end could not be trusted)
+		same += run("same-"+strconv.Itoa(i), func() {})
+		t0 := time.Now()
+		if err := exec.Command("git", "--version").Run(); err != nil {
+			b.Fatal(err)
+		}
+		git += time.Since(t0)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(same.Microseconds())/n/1000, "unchanged-ms")
+	b.ReportMetric(float64(changed.Microseconds())/n/1000, "changed-ms")
+	b.ReportMetric(float64(git.Microseconds())/n/1000, "git-ms")
+	b.ReportMetric(float64(same)/float64(git), "unchanged/git")
+	b.ReportMetric(float64(changed)/float64(git), "changed/git")
+}
