@@ -386,7 +386,7 @@ func BenchmarkRunReview(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		changed += run("changed-"+strconv.Itoa(i), func() { os.WriteFile(filepath.Join(ws, "0"), []byte(strconv.Itoa(i)), 0o644) })
-		time.Sleep(racy) // the change settles: the next run can trust its times
+		time.Sleep(racy)                         // the change settles: the next run can trust its times
 		run("after-"+strconv.Itoa(i), func() {}) // snapshots at its start (the changed run's end could not be trusted)
 		same += run("same-"+strconv.Itoa(i), func() {})
 		t0 := time.Now()
