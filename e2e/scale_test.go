@@ -207,7 +207,12 @@ func TestBenchScale(t *testing.T) {
 		close(errs)
 		for err := range errs {
 			if err != nil {
-				t.Fatalf("%s: %v", name, err)
+				ents, _ := os.ReadDir(ws)
+				var names []string
+				for _, e := range ents {
+					names = append(names, e.Name())
+				}
+				t.Fatalf("%s: %v (the workspace holds %v)", name, err, names)
 			}
 		}
 		return float64(conc*per) / time.Since(t0).Seconds()
@@ -216,6 +221,7 @@ func TestBenchScale(t *testing.T) {
 	var sockSelf, sockKids, dirSelf, dirKids time.Duration
 	for round := 0; round < 3; round++ {
 		s0, k0 := rusage()
+		t.Logf("round %d", round)
 		dirRate = append(dirRate, burst("direct", func(g int) error {
 			for i := 0; i < per; i++ {
 				if err := direct(g, round*per+i); err != nil {
@@ -308,6 +314,7 @@ func (rc *rawClient) roundTrip(req any, typ string) error {
 		return err
 	}
 	rc.c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	var runErr []byte // the run's error frame, said with a done that is not ok
 	for {
 		line, err := rc.r.ReadBytes('\n')
 		if err != nil {
@@ -320,9 +327,12 @@ func (rc *rawClient) roundTrip(req any, typ string) error {
 		if f.Type == "error" && f.Seq == 0 {
 			return fmt.Errorf("%s", line)
 		}
+		if f.Type == "error" {
+			runErr = line
+		}
 		if f.Type == typ {
 			if typ == "done" && f.Status != "ok" {
-				return fmt.Errorf("%s", line)
+				return fmt.Errorf("%s (the run's error: %s)", line, runErr)
 			}
 			return nil
 		}
