@@ -259,8 +259,8 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 		return time.Since(t0)
 	}
 	// The same call through the runtime: the tsh op over the socket, in
-	// the same workspace (the issue's "tool call / the same sandbox
-	// without the runtime" is toolcall/born-in).
+	// the same workspace: toolcall/born-in is what the runtime adds to
+	// its own sandbox.
 	c := w.dial("cg")
 	var bare, placed, entered, tool time.Duration
 	b.ResetTimer()
