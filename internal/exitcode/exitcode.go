@@ -16,6 +16,10 @@ const (
 	NotAllowed  = 126 // tsh: a tool found but not allowed or not executable
 	NotFound    = 127 // tsh: no such tool on CTX_PATH
 	Cancelled   = 130 // the run was cancelled (Ctrl+C, SIGINT)
+	// LostLease ends a cluster node that lost its lease or passed its
+	// ownership deadline (interfaces.md "Cluster (phase 1)"): EX_TEMPFAIL,
+	// so its service manager starts it again as a new member.
+	LostLease = 75
 )
 
 // Error carries the process exit status of err.

@@ -7,7 +7,7 @@ import (
 
 // TestPinnedStatuses: the numbers users' scripts test are interfaces.md's.
 func TestPinnedStatuses(t *testing.T) {
-	for got, want := range map[int]int{OK: 0, RunError: 1, Usage: 2, Unavailable: 3, NotAllowed: 126, NotFound: 127, Cancelled: 130} {
+	for got, want := range map[int]int{OK: 0, RunError: 1, Usage: 2, Unavailable: 3, NotAllowed: 126, NotFound: 127, Cancelled: 130, LostLease: 75} {
 		if got != want {
 			t.Errorf("status %d, want %d", got, want)
 		}
