@@ -44,6 +44,10 @@ const (
 	// CodeNoImages: the agent takes no image input (an acp-v1 agent that
 	// does not advertise promptCapabilities.image).
 	CodeNoImages = "no_image_input"
+	// CodeWorkspaceNotShared: a cluster node refuses a workspace outside
+	// every shared prefix of its cluster file, before anything is recorded
+	// (interfaces.md "Cluster (phase 1)").
+	CodeWorkspaceNotShared = "workspace_not_shared"
 )
 
 // done statuses (interfaces.md: done's status).

@@ -305,6 +305,9 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 			err = checkWorkspace(a.cfg.Layout, a.name, a.log, req)
 		}
 		if err == nil {
+			err = checkShared(a.cfg.Cluster, req)
+		}
+		if err == nil {
 			err = checkCwd(a.cfg.Layout, a.name, req)
 		}
 		if err == nil {
@@ -346,6 +349,16 @@ func checkWorkspace(l layout.Layout, agent string, log *slog.Logger, r *ipc.Requ
 	}
 	r.Workspace = d.Path
 	return d.Close()
+}
+
+// checkShared refuses, on a cluster node, a workspace no other node can
+// reach: outside every shared prefix (interfaces.md "Cluster (phase 1)"),
+// before anything is recorded. The single daemon has no cluster.
+func checkShared(c config.Cluster, r *ipc.Request) error {
+	if c == nil || r.Workspace == "" || c.WorkspaceShared(r.Workspace) {
+		return nil
+	}
+	return ipc.Errorf(ipc.CodeWorkspaceNotShared, "workspace %s is outside the cluster's shared workspaces: every node must reach it; run from a directory under one of them", r.Workspace)
 }
 
 // checkImages refuses, before anything is recorded, a send with images to

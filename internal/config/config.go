@@ -78,10 +78,22 @@ type Config struct {
 	Disk        *diskreserve.Watcher
 	// Fault is a test-only fault hook (built with -tags ctxfault); nil otherwise.
 	Fault func(point string)
+	// Cluster is a cluster node's part (ctx-cluster); nil in the single
+	// daemon, whose behaviour it never changes.
+	Cluster Cluster
 
 	// warm is closed when the daemon's start-up work that may wait (binary
 	// and toolset installs) is done; nil means nothing to wait for.
 	warm <-chan struct{}
+}
+
+// Cluster is what a cluster node adds to the daemon. The interface keeps
+// the single daemon free of the cluster's code: ctxd never sets it, and
+// only ctx-cluster links an implementation (docs/cluster.md).
+type Cluster interface {
+	// WorkspaceShared says whether a resolved workspace lies under one of
+	// the cluster's shared prefixes (interfaces.md "Cluster (phase 1)").
+	WorkspaceShared(path string) bool
 }
 
 // Services are what the daemon builds, in order, before its actors start.
