@@ -16,10 +16,58 @@ import (
 // costs the session actor neither memory nor file I/O.
 // The lines in [From, To) never change once committed.
 type LogRange struct {
-	Path     string
+	Path string
+	// Src, when set, is read instead of the file at Path: the logical
+	// bytes of a cluster session's segmented log (docs/cluster.md).
+	Src      LogSource
 	From, To int64
 	// Run, when set, keeps only the lines of that run.
 	Run string
+}
+
+// LogSource opens committed log bytes by offset.
+type LogSource interface {
+	OpenLog() (LogReader, error)
+}
+
+// LogReader reads a log's committed bytes; Size is how many there are.
+type LogReader interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+// fileLog is a LogReader over a plain events.jsonl.
+type fileLog struct {
+	*os.File
+	size int64
+}
+
+func (f fileLog) Size() int64 { return f.size }
+
+// open opens what r's offsets are in, holding at least r.To bytes.
+func (r *LogRange) open() (LogReader, string, error) {
+	if r.Src != nil {
+		rd, err := r.Src.OpenLog()
+		if err != nil {
+			return nil, "", fmt.Errorf("session log: %w", err)
+		}
+		if rd.Size() < r.To {
+			rd.Close()
+			return nil, "", fmt.Errorf("session log: %d bytes, not the %d committed", rd.Size(), r.To)
+		}
+		return rd, "session log", nil
+	}
+	f, err := os.OpenFile(r.Path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("session log: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() < r.To {
+		f.Close()
+		return nil, "", fmt.Errorf("session log %s: not a regular file of at least %d bytes", r.Path, r.To)
+	}
+	return fileLog{f, st.Size()}, "session log " + r.Path, nil
 }
 
 // SendLog queues r as one unit, marked as replay if asked; the file is
@@ -37,14 +85,11 @@ func (k *Conn) SendLog(r LogRange, replay bool) bool {
 const logChunk = 64 << 10
 
 func (k *Conn) writeLog(r *LogRange, replay bool) error {
-	f, err := os.OpenFile(r.Path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	f, name, err := r.open()
 	if err != nil {
-		return fmt.Errorf("session log: %w", err)
+		return err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() < r.To {
-		return fmt.Errorf("session log %s: not a regular file of at least %d bytes", r.Path, r.To)
-	}
 	sec := io.NewSectionReader(f, r.From, r.To-r.From)
 	if r.Run == "" && !replay {
 		_ = k.c.SetWriteDeadline(time.Now().Add(WriteTimeout))
@@ -66,7 +111,7 @@ func (k *Conn) writeLog(r *LogRange, replay bool) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("session log %s: %w", r.Path, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		if r.Run != "" {
 			var f struct {

@@ -107,3 +107,42 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// memLog is a LogSource over bytes: a segmented log's logical bytes stand
+// behind the same interface.
+type memLog struct{ b []byte }
+
+func (m memLog) OpenLog() (LogReader, error) { return memReader{bytes.NewReader(m.b)}, nil }
+
+type memReader struct{ *bytes.Reader }
+
+func (memReader) Close() error { return nil }
+
+// A range with a source is read from it, not from Path; one the source
+// cannot give in full ends the connection like a short file.
+func TestConnSendLogFromSource(t *testing.T) {
+	a := (&Frame{Type: TypeDelta, Session: "s", Seq: 1, Run: "run-a", Text: "x"}).Line()
+	b := (&Frame{Type: TypeDelta, Session: "s", Seq: 2, Run: "run-b", Text: "y"}).Line()
+	src := memLog{append(append([]byte{}, a...), b...)}
+	server, client := socketPair(t)
+	k := NewConn(server, selfCred())
+	if !k.SendLog(LogRange{Path: "/nonexistent", Src: src, From: 0, To: int64(len(src.b)), Run: "run-b"}, false) {
+		t.Fatal("refused")
+	}
+	k.Close()
+	got, _ := io.ReadAll(client)
+	client.Close()
+	if !bytes.Equal(got, b) {
+		t.Fatalf("got %q, want %q", got, b)
+	}
+	server, client = socketPair(t)
+	k = NewConn(server, selfCred())
+	k.SendLog(LogRange{Src: src, From: 0, To: int64(len(src.b)) + 1}, false)
+	k.Send([]byte("after\n"))
+	got, _ = io.ReadAll(client)
+	client.Close()
+	k.Close()
+	if len(got) != 0 {
+		t.Fatalf("a short source sent %q", got)
+	}
+}
