@@ -1,7 +1,7 @@
 # ctx — build, test, demo, bench. See README.md.
 GO      ?= go
 export CGO_ENABLED := 0
-PKGS    := ./cmd/ctx ./cmd/ctxd ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./cmd/ctxtools ./examples/demo-agent ./examples/fixer-agent
+PKGS    := ./cmd/ctx ./cmd/ctxd ./cmd/ctx-cluster ./cmd/ctxterm ./cmd/tsh ./cmd/agent.update ./cmd/ctxtools ./examples/demo-agent ./examples/fixer-agent
 PREFIX  ?= /usr/local
 
 .PHONY: build install test test-short test-systemd vet demo bench bench-peers bench-scale fuzz fuzz-keep chaos clean
@@ -26,9 +26,11 @@ build:
 # ctxd (the daemon: `ctx daemon` and auto-start exec it), tsh, ctxterm,
 # agent.update and ctxtools (the standard toolset) sit beside ctx:
 # the daemon and `ctx init` install them into CTX_ROOT from there.
+# ctx-cluster (a cluster node, docs/cluster.md) is the only binary that
+# links etcd and gRPC; ctx and ctxd never exec it.
 install: build
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR)
-	install -m 0755 bin/ctx bin/ctxd bin/ctxterm bin/tsh bin/agent.update bin/ctxtools agent.sh $(DESTDIR)$(BINDIR)/
+	install -m 0755 bin/ctx bin/ctxd bin/ctx-cluster bin/ctxterm bin/tsh bin/agent.update bin/ctxtools agent.sh $(DESTDIR)$(BINDIR)/
 	env -u CTX_ROOT -u CTX_RUNTIME_DIR bin/ctx install-units --dir $(DESTDIR)$(UNITDIR) --bin $(BINDIR)/ctx
 	bin/ctx completion bash > $(DESTDIR)$(BASHDIR)/ctx
 	bin/ctx completion zsh  > $(DESTDIR)$(ZSHDIR)/_ctx
