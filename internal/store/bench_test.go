@@ -28,7 +28,7 @@ func benchMix() []ipc.Frame {
 // benchAppend appends b.N runs of the mix and reports frames per second.
 // The log lives on the disk of $CTX_BENCH_DIR (default: the test temp dir):
 // fsync on tmpfs costs nothing and would make the comparison meaningless.
-func benchAppend(b *testing.B, noSync bool) {
+func benchAppend(b *testing.B, noSync bool, open func(dir string) (*Log, []Record, error)) {
 	dir := b.TempDir()
 	if d := os.Getenv("CTX_BENCH_DIR"); d != "" {
 		var err error
@@ -37,7 +37,7 @@ func benchAppend(b *testing.B, noSync bool) {
 		}
 		b.Cleanup(func() { os.RemoveAll(dir) })
 	}
-	l, _, err := Open(dir)
+	l, _, err := open(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +60,13 @@ func benchAppend(b *testing.B, noSync bool) {
 
 // BenchmarkAppendDurable: the fsync policy (fsync after user, tool_result,
 // assistant, done). Compare with BenchmarkAppendNoSync in the same run. spec: P5, X7
-func BenchmarkAppendDurable(b *testing.B) { benchAppend(b, false) }
+func BenchmarkAppendDurable(b *testing.B) { benchAppend(b, false, Open) }
 
 // BenchmarkAppendNoSync: the same appends with fsync off (Log.NoSync).
-func BenchmarkAppendNoSync(b *testing.B) { benchAppend(b, true) }
+func BenchmarkAppendNoSync(b *testing.B) { benchAppend(b, true, Open) }
+
+// BenchmarkAppendSegmentedDurable: the same appends to a cluster owner's
+// segment (OpenSegmented), which must cost what BenchmarkAppendDurable does.
+func BenchmarkAppendSegmentedDurable(b *testing.B) {
+	benchAppend(b, false, func(dir string) (*Log, []Record, error) { return OpenSegmented(dir, 7, "bench") })
+}

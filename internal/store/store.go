@@ -12,6 +12,10 @@
 // A frame is committed when its line is in events.jsonl; messages.jsonl is
 // derived from committed frames and rebuilt from events.jsonl on open when
 // the two disagree.
+//
+// A cluster's session (OpenSegmented) keeps the same policy; only where the
+// lines go differs: its owner's own segment of internal/segments instead of
+// events.jsonl, with offsets that are logical across the chain.
 package store
 
 import (
@@ -26,11 +30,17 @@ import (
 	"strconv"
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
+	"github.com/cortexfs/ctx/internal/segments"
 	"github.com/cortexfs/ctx/ipc"
 )
 
 // ErrCorrupt means a complete line in the middle of events.jsonl is not a frame.
 var ErrCorrupt = errors.New("corrupt session log")
+
+// ErrSegmented means Open was asked for a cluster's session: its
+// events.jsonl is sealed (segment 0), and appending there would fork the
+// log — lines no reader of the chain sees, and a history without them.
+var ErrSegmented = errors.New("session log is segmented (a cluster's)")
 
 // File names inside a session directory.
 const (
@@ -45,8 +55,9 @@ var syncFile = (*os.File).Sync
 type Record struct {
 	Frame ipc.Frame
 	Line  []byte // with trailing newline
-	// Off is where Line starts in events.jsonl: the log's committed lines
-	// never move, so a reader can serve them from the file.
+	// Off is where Line starts in events.jsonl (a segmented log: in the
+	// chain's logical bytes): the log's committed lines never move, so a
+	// reader can serve them from the file (OpenChain).
 	Off int64
 }
 
@@ -56,11 +67,13 @@ func (r *Record) End() int64 { return r.Off + int64(len(r.Line)) }
 // Log is an open session log. It is not safe for concurrent use: the session
 // actor's writer goroutine owns it.
 type Log struct {
-	dir      string
+	dir string
+	// events is where lines go: events.jsonl, or the owner's segment file
+	// (OpenSegmented), both O_APPEND.
 	events   *os.File
 	messages *os.File
 	seq      int64
-	size     int64 // events.jsonl's length: where the next line goes
+	size     int64 // the log's logical length: the next line's Off
 	failed   error // a failed write: every later append is refused
 	// messagesErr is the first failed write of messages.jsonl: no line is
 	// written after a gap; Open rebuilds the file.
@@ -75,6 +88,9 @@ type Log struct {
 func Open(dir string) (*Log, []Record, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("session %s: %w", dir, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, segments.Dir)); err == nil {
+		return nil, nil, fmt.Errorf("session %s: %w", dir, ErrSegmented)
 	}
 	path := filepath.Join(dir, EventsFile)
 	data, err := os.ReadFile(path)
@@ -91,7 +107,7 @@ func Open(dir string) (*Log, []Record, error) {
 		}
 		data = data[:i+1]
 	}
-	recs, err := parse(data, path)
+	recs, err := parse(data, path, 0, 0, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,20 +116,122 @@ func Open(dir string) (*Log, []Record, error) {
 		return nil, nil, fmt.Errorf("session log %s: %w", path, err)
 	}
 	l := &Log{dir: dir, events: f, size: int64(len(data))}
+	if err := l.start(recs, false); err != nil {
+		return nil, nil, err
+	}
+	return l, recs, nil
+}
+
+// OpenSegmented opens a cluster session's log as its owner at epoch, the
+// create revision of its ownership key (docs/cluster.md, "The segmented
+// log"). segments.Activate seals the chain's newest segment at its last
+// complete line — nothing is truncated: a torn line stays in that file,
+// outside the chain — and creates this owner's segment. It returns every
+// committed record of the chain (Off logical across it); appends go to the
+// new segment under the same write and fsync policy as Open's.
+// messages.jsonl is always replaced by a rename, so a superseded owner
+// that still holds the old file writes to an inode no one reads.
+// A newer owner's segment is segments.ErrSuperseded.
+func OpenSegmented(dir string, epoch int64, node string) (*Log, []Record, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("session %s: %w", dir, err)
+	}
+	w, ch, err := segments.Activate(dir, epoch, node)
+	if errors.Is(err, segments.ErrBadChain) {
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("session %s: %w", dir, err)
+	}
+	defer ch.Close()
+	recs, err := readChain(ch)
+	if err != nil {
+		w.Close()
+		return nil, nil, err
+	}
+	l := &Log{dir: dir, events: w.File(), size: w.Base()}
+	if err := l.start(recs, true); err != nil {
+		return nil, nil, err
+	}
+	return l, recs, nil
+}
+
+// start takes the committed records of a log whose events file is open:
+// the seq to continue from, messages.jsonl reconciled (replaced even when
+// it agrees, if asked) and opened for appending. On error it closes the
+// events file.
+func (l *Log) start(recs []Record, replace bool) error {
 	if n := len(recs); n > 0 {
 		l.seq = recs[n-1].Frame.Seq
 	}
-	if err := l.reconcileMessages(recs); err != nil {
-		f.Close()
-		return nil, nil, err
+	if err := l.reconcileMessages(recs, replace); err != nil {
+		l.events.Close()
+		return err
 	}
-	m, err := os.OpenFile(filepath.Join(dir, MessagesFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	m, err := os.OpenFile(filepath.Join(l.dir, MessagesFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("session messages: %w", err)
+		l.events.Close()
+		return fmt.Errorf("session messages: %w", err)
 	}
 	l.messages = m
-	return l, recs, nil
+	return nil
+}
+
+// readChain parses every segment of a chain, each file's lines named by
+// their own line numbers; an epoch record must continue the seq the log
+// before it ends at.
+func readChain(ch *segments.Chain) ([]Record, error) {
+	var recs []Record
+	var prev int64
+	for _, s := range ch.Segments() {
+		line0 := 0
+		if s.Epoch > 0 {
+			line0 = 1 // the epoch record
+			if s.Seq != prev {
+				return nil, fmt.Errorf("%s:1: epoch record continues seq %d, the log before it ends at %d: %w", s.Path, s.Seq, prev, ErrCorrupt)
+			}
+		}
+		data := make([]byte, s.Len())
+		if _, err := ch.ReadAt(data, s.Off); err != nil {
+			return nil, fmt.Errorf("session log %s: %w", s.Path, err)
+		}
+		rs, err := parse(data, s.Path, line0, s.Off, prev)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rs...)
+		if n := len(recs); n > 0 {
+			prev = recs[n-1].Frame.Seq
+		}
+	}
+	return recs, nil
+}
+
+// OpenChain opens a session's committed log read-only, in either layout:
+// the segment chain, or a plain events.jsonl when there is no segments
+// directory; a torn last line is left out (and not repaired). The chain is
+// an io.ReaderAt over the same offsets as Record.Off, with Size; close it.
+func OpenChain(dir string) (*segments.Chain, error) {
+	c, err := segments.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("session log %s: %w", dir, err)
+	}
+	return c, nil
+}
+
+// ChainSource is a session directory whose committed log a connection
+// serves by offset (ipc.LogRange.Src), in either layout.
+type ChainSource string
+
+var _ ipc.LogSource = ChainSource("")
+
+// OpenLog opens the session's chain (OpenChain).
+func (d ChainSource) OpenLog() (ipc.LogReader, error) {
+	c, err := OpenChain(string(d))
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func keepBroken(dir string, torn []byte) error {
@@ -136,10 +254,11 @@ func keepBroken(dir string, torn []byte) error {
 	}
 }
 
-func parse(data []byte, path string) ([]Record, error) {
+// parse reads complete lines of frames from data: data's first line is
+// line line0+1 of path and starts at offset off; seqs must rise above prev.
+func parse(data []byte, path string, line0 int, off, prev int64) ([]Record, error) {
 	var recs []Record
-	var prev, off int64
-	for n := 1; len(data) > 0; n++ {
+	for n := line0 + 1; len(data) > 0; n++ {
 		i := bytes.IndexByte(data, '\n')
 		line := data[:i+1]
 		data = data[i+1:]
@@ -295,16 +414,18 @@ func messageOf(f *ipc.Frame) []byte {
 }
 
 // reconcileMessages rewrites messages.jsonl from the committed records when
-// it does not hold exactly the messages they imply.
-func (l *Log) reconcileMessages(recs []Record) error {
+// it does not hold exactly the messages they imply, or always if replace.
+func (l *Log) reconcileMessages(recs []Record, replace bool) error {
 	var want bytes.Buffer
 	for i := range recs {
 		want.Write(messageOf(&recs[i].Frame))
 	}
 	path := filepath.Join(l.dir, MessagesFile)
-	have, err := os.ReadFile(path)
-	if err == nil && bytes.Equal(have, want.Bytes()) {
-		return nil
+	if !replace {
+		have, err := os.ReadFile(path)
+		if err == nil && bytes.Equal(have, want.Bytes()) {
+			return nil
+		}
 	}
 	if err := atomicfile.WriteFile(path, want.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("session messages: rebuild: %w", err)
