@@ -175,6 +175,11 @@ func start(dir, listenClient string, tf *TLSFiles, noFsync bool, lg *zap.Logger)
 	// server certificate as a client certificate; nothing of ours speaks
 	// HTTP/JSON to etcd, so it is only a source of handshake noise.
 	cfg.EnableGRPCGateway = false
+	// A lone member waits one election timeout before it leads and
+	// serves: 100 ms instead of the default 1 s makes a start take ~50 ms
+	// rather than ~900 ms. With no peers there is no election to lose.
+	// (etcd's smallest lease TTL follows: 1.5 elections, rounded up to 1 s.)
+	cfg.TickMs, cfg.ElectionMs = 10, 100
 	cfg.Metrics = "basic"
 	if tf != nil {
 		cfg.ClientTLSInfo = transport.TLSInfo{
