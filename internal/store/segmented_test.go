@@ -241,21 +241,3 @@ func TestOpenChainPlain(t *testing.T) {
 		t.Fatalf("a session with no log: %v", err)
 	}
 }
-
-// TestOpenRefusesSegmented: a single daemon never appends to a cluster's
-// session, whose events.jsonl is sealed.
-func TestOpenRefusesSegmented(t *testing.T) {
-	dir := t.TempDir()
-	l0, _ := mustOpen(t, dir)
-	appendAll(t, l0, runFrames("run-1", "msg-1"))
-	l0.Close()
-	events := readFile(t, filepath.Join(dir, EventsFile))
-	l5, _ := mustOpenSegmented(t, dir, 5)
-	l5.Close()
-	if _, _, err := Open(dir); !errors.Is(err, ErrSegmented) {
-		t.Fatalf("Open of a segmented session: %v", err)
-	}
-	if got := readFile(t, filepath.Join(dir, EventsFile)); !bytes.Equal(got, events) {
-		t.Fatal("events.jsonl changed")
-	}
-}

@@ -37,11 +37,6 @@ import (
 // ErrCorrupt means a complete line in the middle of events.jsonl is not a frame.
 var ErrCorrupt = errors.New("corrupt session log")
 
-// ErrSegmented means Open was asked for a cluster's session: its
-// events.jsonl is sealed (segment 0), and appending there would fork the
-// log — lines no reader of the chain sees, and a history without them.
-var ErrSegmented = errors.New("session log is segmented (a cluster's)")
-
 // File names inside a session directory.
 const (
 	EventsFile   = "events.jsonl"
@@ -88,9 +83,6 @@ type Log struct {
 func Open(dir string) (*Log, []Record, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("session %s: %w", dir, err)
-	}
-	if _, err := os.Lstat(filepath.Join(dir, segments.Dir)); err == nil {
-		return nil, nil, fmt.Errorf("session %s: %w", dir, ErrSegmented)
 	}
 	path := filepath.Join(dir, EventsFile)
 	data, err := os.ReadFile(path)
