@@ -278,6 +278,9 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 				bwrap.Mount{Src: filepath.Join(dir, "messages.jsonl"), Dst: at + "/messages.jsonl", Try: true},
 				bwrap.Mount{Src: filepath.Join(dir, "terminal"), Dst: at + "/terminal", Try: true},
 				bwrap.Mount{Src: filepath.Join(dir, "mcp-tools.json"), Dst: at + "/mcp-tools.json", Try: true},
+				// segments/: a cluster session's log (docs/cluster.md),
+				// made by the owner's activation before any sandbox.
+				bwrap.Mount{Src: filepath.Join(dir, "segments"), Dst: at + "/segments", Try: true},
 			)
 			for i, f := range owned {
 				f.Close()
@@ -286,7 +289,8 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		} else if sd, err := safefs.OpenBeneath(root, relTo(l.Root, dir), unix.O_PATH|unix.O_DIRECTORY); err == nil {
 			mount(&s.MountsAfter, sd, dir, at, true)
 			// mcp-tools.json: the host's MCP listing, read-only like the log.
-			for _, f := range []string{"events.jsonl", "messages.jsonl", "terminal", "mcp-tools.json"} {
+			// segments/: a cluster session's log, read-only like events.jsonl.
+			for _, f := range []string{"events.jsonl", "messages.jsonl", "terminal", "mcp-tools.json", "segments"} {
 				if ff, err := safefs.OpenBeneath(sd, f, unix.O_PATH); err == nil {
 					mount(&s.MountsAfter, ff, filepath.Join(dir, f), at+"/"+f, false)
 				}
