@@ -1,14 +1,13 @@
 // Package cluster is a ctx-cluster node: membership and ownership in etcd,
 // routing between nodes, and the usual sockets under the node's runtime
 // directory (docs/cluster.md "Design (phase 1 — being built)"). Only
-// ctx-cluster links it. Being built: both entry points say so.
+// ctx-cluster links it. Being built: Daemon says so; Status works.
 package cluster
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/cortexfs/ctx/internal/clusterconf"
 )
@@ -21,10 +20,4 @@ var ErrNotBuilt = errors.New("cluster mode is not built yet")
 // TLS material checked.
 func Daemon(ctx context.Context, cfg *clusterconf.Config) error {
 	return fmt.Errorf("daemon: node %s of cluster %s: %w", cfg.Node, cfg.Cluster, ErrNotBuilt)
-}
-
-// Status writes the cluster's nodes and sessions to w, as JSON when
-// asJSON (interfaces.md Cluster: `ctx-cluster status --json`).
-func Status(ctx context.Context, cfg *clusterconf.Config, asJSON bool, w io.Writer) error {
-	return fmt.Errorf("status: cluster %s: %w", cfg.Cluster, ErrNotBuilt)
 }

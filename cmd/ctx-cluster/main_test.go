@@ -103,7 +103,7 @@ func clusterFile(t *testing.T, tlsDir string, edit func(map[string]any)) string 
 	base := t.TempDir()
 	m := map[string]any{
 		"cluster": "test", "node": "n1", "listen": "127.0.0.1:0",
-		"etcd":    []string{"https://127.0.0.1:2379"},
+		"etcd":    []string{"https://127.0.0.1:9"},
 		"tls_dir": tlsDir, "root": base + "/root", "runtime_dir": base + "/run",
 		"workspaces": []string{base + "/work"},
 	}
@@ -130,11 +130,12 @@ func TestDaemonAndStatusValidate(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	good := clusterFile(t, tlsDir, nil)
-	for _, cmd := range [][]string{{"daemon", "--cluster", good}, {"status", "--cluster", good}, {"status", "--cluster", good, "--json"}} {
-		code, _, errOut := runCLI(t, cmd...)
-		if code != exitcode.RunError || !strings.Contains(errOut, "not built yet") {
-			t.Errorf("%q: %d %q, want the cluster package's not built yet", cmd, code, errOut)
-		}
+	if code, _, errOut := runCLI(t, "daemon", "--cluster", good); code != exitcode.RunError || !strings.Contains(errOut, "not built yet") {
+		t.Errorf("daemon: %d %q, want the cluster package's not built yet", code, errOut)
+	}
+	// No etcd answers at the file's endpoint: status says so, unavailable.
+	if code, _, errOut := runCLI(t, "status", "--cluster", good, "--json"); code != exitcode.Unavailable || !strings.Contains(errOut, "etcd") {
+		t.Errorf("status without etcd: %d %q, want %d naming etcd", code, errOut, exitcode.Unavailable)
 	}
 
 	noMaterial := clusterFile(t, tlsDir, func(m map[string]any) { m["node"] = "n2" })
