@@ -40,6 +40,9 @@ type Daemon struct {
 	// is gone. ReaperLog receives the reaper's log.
 	Reaper    []string
 	ReaperLog *os.File
+	// ClusterNode is set by a cluster node (ctx-cluster), which serves a
+	// shared root; a single daemon refuses a cluster's root.
+	ClusterNode bool
 }
 
 // Run serves until ctx is cancelled, then shuts down: running runs are
@@ -51,6 +54,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	l := d.Settings.Layout
+	if _, err := os.Lstat(l.ClusterMarker()); err == nil && !d.ClusterNode {
+		// A single daemon would append to logs a cluster's owners seal
+		// and own through etcd: refused before anything is written.
+		return fmt.Errorf("daemon: %s is a cluster's shared root (%s): run its nodes with ctx-cluster daemon, or set CTX_ROOT to another directory", l.Root, l.ClusterMarker())
+	}
 	if err := l.EnsureRuntime(); err != nil {
 		return err
 	}

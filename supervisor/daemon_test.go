@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -189,5 +190,30 @@ func TestRootActorStopsItsLoops(t *testing.T) {
 	case <-ended:
 	case <-time.After(2 * time.Second):
 		t.Fatal("the root actor's loops outlived it")
+	}
+}
+
+// A single daemon refuses a cluster's shared root (its marker written by
+// a cluster node): it would append to segmented logs that etcd's owners
+// seal. Nothing is created, not even the runtime directory.
+func TestDaemonRefusesAClusterRoot(t *testing.T) {
+	l := testLayout(t)
+	if err := os.MkdirAll(l.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.ClusterMarker(), []byte(`{"cluster":"c1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(l.Runtime)
+	s := config.Settings{Layout: l, CancelGrace: 200 * time.Millisecond, ApprovalTimeout: time.Second}
+	err := (&Daemon{Settings: s, Log: discardLog}).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "ctx-cluster") {
+		t.Fatalf("Run on a cluster root: %v", err)
+	}
+	if _, err := os.Stat(l.AgentDir()); err == nil {
+		t.Error("the refused daemon created agent/")
+	}
+	if _, err := os.Stat(l.Runtime); err == nil {
+		t.Error("the refused daemon created its runtime directory")
 	}
 }
