@@ -130,11 +130,6 @@ func (l Layout) AgentControl(name string) string { return filepath.Join(l.Root, 
 func (l Layout) AgentSocket(name string) string  { return filepath.Join(l.Root, "agent", name+".sock") }
 func (l Layout) BinDir() string                  { return filepath.Join(l.Root, "bin") }
 func (l Layout) ToolDir() string                 { return filepath.Join(l.Root, "tool") }
-// ClusterMarker is the file a cluster node writes at its shared root
-// (docs/cluster.md): its sessions' logs are segmented and owned through
-// etcd, so a single daemon must not serve them.
-func (l Layout) ClusterMarker() string { return filepath.Join(l.Root, "cluster.json") }
-
 func (l Layout) UserHome() string                { return filepath.Join(l.Root, "home", strconv.Itoa(l.UID)) }
 func (l Layout) UserToolDir() string             { return filepath.Join(l.UserHome(), "tool") }
 func (l Layout) Tshrc() string                   { return filepath.Join(l.UserHome(), ".tshrc") }
@@ -224,3 +219,8 @@ func (l Layout) EnsureRoot() error {
 	}
 	return nil
 }
+
+// ClusterMarker is the file a cluster node writes at its shared root
+// (docs/cluster.md): its sessions' logs are segmented and owned through
+// etcd, so a single daemon must not serve them.
+func (l Layout) ClusterMarker() string { return filepath.Join(l.Root, "cluster.json") }
