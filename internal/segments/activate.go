@@ -24,9 +24,9 @@ func (w *Writer) Epoch() int64 { return w.epoch }
 // Path is the segment file.
 func (w *Writer) Path() string { return w.path }
 
-// Base is the logical offset of the segment's first frame byte: the chain's
-// size when it was activated. A line written n bytes after activation
-// starts at logical offset Base()+n.
+// Base is the logical offset where the writer's next line goes when it
+// was made: the chain's size at Activate (the segment's first frame byte)
+// or at Reopen. A line written n bytes later starts at Base()+n.
 func (w *Writer) Base() int64 { return w.base }
 
 // File is the segment file (opened O_APPEND), for a caller that applies
@@ -175,4 +175,52 @@ func syncDir(dir string) error {
 		return fmt.Errorf("segments: fsync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// ErrNotOwn means the newest segment is not the one the caller's
+// ownership made: there is nothing of its own to reopen (Activate).
+var ErrNotOwn = errors.New("the newest segment is not this owner's")
+
+// Reopen continues this owner's own segment — the newest of the chain,
+// made by Activate at the same epoch by the same node — after the
+// session's writer was restarted within one ownership (a crashed session
+// actor; a restarted node has a new lease, so a new epoch, and
+// activates). A torn tail of that segment is cut: this owner is its only
+// writer and wrote it, and nothing past the last complete line was ever
+// committed. A newer segment is ErrSuperseded; a newest segment of another
+// epoch or node is ErrNotOwn.
+func Reopen(dir string, epoch int64, node string) (*Writer, *Chain, error) {
+	sd := filepath.Join(dir, Dir)
+	if err := newerThan(sd, epoch); err != nil {
+		return nil, nil, err
+	}
+	c, err := Open(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := len(c.links)
+	if n == 0 || c.links[n-1].Epoch != epoch || c.links[n-1].Node != node {
+		c.Close()
+		return nil, nil, fmt.Errorf("segments: %s at epoch %d of %s: %w", dir, epoch, node, ErrNotOwn)
+	}
+	last := c.links[n-1]
+	f, err := os.OpenFile(last.Path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("segments: %w", err)
+	}
+	if st, err := f.Stat(); err != nil || st.Size() > last.End {
+		if err == nil {
+			err = f.Truncate(last.End)
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			f.Close()
+			c.Close()
+			return nil, nil, fmt.Errorf("segments: %s: cut own torn tail: %w", last.Path, err)
+		}
+	}
+	return &Writer{f: f, path: last.Path, epoch: epoch, base: c.Size()}, c, nil
 }

@@ -241,3 +241,40 @@ func TestOpenChainPlain(t *testing.T) {
 		t.Fatalf("a session with no log: %v", err)
 	}
 }
+
+// TestSegmentedReopenWithinOwnership: the same ownership opening again (a
+// restarted session actor) continues its own segment with contiguous seq
+// and no new segment; the next owner's log names it as the previous owner.
+func TestSegmentedReopenWithinOwnership(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := mustOpenSegmented(t, dir, 5)
+	if l.PrevOwner() != "" {
+		t.Fatalf("first owner's PrevOwner %q", l.PrevOwner())
+	}
+	in := "hi"
+	if _, err := l.AppendBatch([]ipc.Frame{{Type: ipc.TypeUser, Session: "s", Run: "r1", ID: "a", Input: in}}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l, recs := mustOpenSegmented(t, dir, 5)
+	if len(recs) != 1 || l.Seq() != 1 {
+		t.Fatalf("reopened with %d records, seq %d", len(recs), l.Seq())
+	}
+	rec, err := l.Append(ipc.Frame{Type: ipc.TypeDone, Session: "s", Run: "r1", ID: "a", Status: ipc.StatusOK})
+	if err != nil || rec.Frame.Seq != 2 {
+		t.Fatalf("append after reopen: seq %d, %v", rec.Frame.Seq, err)
+	}
+	l.Close()
+	if ents, _ := os.ReadDir(filepath.Join(dir, segments.Dir)); len(ents) != 1 {
+		t.Fatalf("%d segments after a reopen, want 1", len(ents))
+	}
+	l2, recs, err := OpenSegmented(dir, 9, "node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if l2.PrevOwner() != "node-a" {
+		t.Fatalf("PrevOwner %q, want node-a", l2.PrevOwner())
+	}
+	checkChain(t, dir, recs)
+}

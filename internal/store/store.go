@@ -75,6 +75,8 @@ type Log struct {
 	messagesErr error
 	// NoSync turns off fsync (benchmarks only).
 	NoSync bool
+	// prevOwner: PrevOwner.
+	prevOwner string
 }
 
 // Open opens (creating if needed) the session log in dir, repairs a torn
@@ -128,7 +130,12 @@ func OpenSegmented(dir string, epoch int64, node string) (*Log, []Record, error)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("session %s: %w", dir, err)
 	}
-	w, ch, err := segments.Activate(dir, epoch, node)
+	// The same ownership opening again (a restarted session actor)
+	// continues its own segment; a new ownership activates its own.
+	w, ch, err := segments.Reopen(dir, epoch, node)
+	if errors.Is(err, segments.ErrNotOwn) {
+		w, ch, err = segments.Activate(dir, epoch, node)
+	}
 	if errors.Is(err, segments.ErrBadChain) {
 		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
@@ -142,11 +149,19 @@ func OpenSegmented(dir string, epoch int64, node string) (*Log, []Record, error)
 		return nil, nil, err
 	}
 	l := &Log{dir: dir, events: w.File(), size: w.Base()}
+	if segs := ch.Segments(); len(segs) > 1 {
+		l.prevOwner = segs[len(segs)-2].Node
+	}
 	if err := l.start(recs, true); err != nil {
 		return nil, nil, err
 	}
 	return l, recs, nil
 }
+
+// PrevOwner is the node whose segment this owner's follows in a
+// segmented log ("" for the single daemon's log and for the first owner):
+// the interrupted conclusion names the node that was lost.
+func (l *Log) PrevOwner() string { return l.prevOwner }
 
 // start takes the committed records of a log whose events file is open:
 // the seq to continue from, messages.jsonl reconciled (replaced even when
