@@ -27,7 +27,14 @@ func (a *Actor) open(c actor.Context) {
 	a.opening = token
 	go func() {
 		keep.owner.Lock()
-		l, recs, err := store.Open(dir)
+		var l *store.Log
+		var recs []store.Record
+		var err error
+		if keep.Epoch > 0 {
+			l, recs, err = store.OpenSegmented(dir, keep.Epoch, keep.Node)
+		} else {
+			l, recs, err = store.Open(dir)
+		}
 		if err == nil {
 			// terminal/ exists from the start as the host's own directory, so
 			// no sandbox (which sees it read-only) can plant files in it first.
@@ -37,7 +44,7 @@ func (a *Actor) open(c actor.Context) {
 			// spec: L4 — interrupted runs are concluded before the first
 			// request is served, so a resume never streams a history whose
 			// open run has no done.
-			if recs, err = concludeInterrupted(l, recs, name, log); err != nil {
+			if recs, err = concludeInterrupted(l, recs, name, l.PrevOwner(), log); err != nil {
 				l.Close()
 			}
 		}
@@ -66,6 +73,9 @@ func (a *Actor) onOpened(c actor.Context, m *opened) {
 		a.reqs, a.msgs, a.msgsSize = map[string]*reqInfo{}, nil, 0
 		a.seq, a.end = 0, 0
 		a.events = filepath.Join(a.dir, store.EventsFile)
+		if a.keep.Epoch > 0 {
+			a.src = store.ChainSource(a.dir)
+		}
 		a.in = newFrameQueue()
 		a.flushed = make(chan struct{})
 		keep := a.keep
@@ -125,7 +135,10 @@ func lastLines(recs []store.Record, run string, n int) [][]byte {
 // concludeInterrupted appends a host error + done for every run the log
 // shows without done (a crash or SIGKILL) and returns the records with them.
 // It runs on the opening goroutine, which owns l until opened is sent (L4).
-func concludeInterrupted(l *store.Log, recs []store.Record, session string, log *slog.Logger) ([]store.Record, error) {
+// lost, on a cluster owner, is the node whose segment precedes this
+// owner's: the run was interrupted by that node's loss (interfaces.md
+// "Cluster (phase 1)").
+func concludeInterrupted(l *store.Log, recs []store.Record, session, lost string, log *slog.Logger) ([]store.Record, error) {
 	open := map[string]string{} // run -> request id
 	var order []string
 	for i := range recs {
@@ -148,8 +161,12 @@ func concludeInterrupted(l *store.Log, recs []store.Record, session string, log 
 		if !ok {
 			continue
 		}
-		log.Warn("concluding a run interrupted by a daemon crash", "run", r)
-		interrupted := ipc.ErrorFrame(r, ipc.Errorf(ipc.CodeInterrupted, "the daemon stopped while this run was active; it was not resumed"))
+		log.Warn("concluding a run interrupted by a daemon crash", "run", r, "lost_node", lost)
+		msg := "the daemon stopped while this run was active; it was not resumed"
+		if lost != "" {
+			msg = "node " + lost + " was lost while this run was active; it was not resumed"
+		}
+		interrupted := ipc.ErrorFrame(r, ipc.Errorf(ipc.CodeInterrupted, "%s", msg))
 		interrupted.Session = session
 		for _, f := range []ipc.Frame{
 			*interrupted,
@@ -210,5 +227,5 @@ func (a *Actor) runLog(ri *reqInfo) ipc.LogRange {
 	if ri.done {
 		to = ri.to
 	}
-	return ipc.LogRange{Path: a.events, From: ri.from, To: to, Run: ri.run}
+	return ipc.LogRange{Path: a.events, Src: a.src, From: ri.from, To: to, Run: ri.run}
 }

@@ -157,7 +157,7 @@ func newRunID(seq int64) string {
 // the connection's writer, not held by the actor — then
 // caught_up, then the active run's frames as they commit.
 func (a *Actor) onResume(m *Request) {
-	m.Conn.SendLog(ipc.LogRange{Path: a.events, From: 0, To: a.end}, false)
+	m.Conn.SendLog(ipc.LogRange{Path: a.events, Src: a.src, From: 0, To: a.end}, false)
 	var ar *string
 	if a.active != nil {
 		id := a.active.id

@@ -34,6 +34,11 @@ type Keep struct {
 	// open or writer is done, so two never append (the
 	// chaos test found duplicate seqs and two done frames).
 	owner sync.Mutex
+	// Epoch and Node are the cluster ownership this session is served
+	// under (docs/cluster.md): its log is then segmented, opened at Epoch
+	// by Node. Zero in the single daemon. Set before the actor starts.
+	Epoch int64
+	Node  string
 }
 
 // NewKeep makes an empty Keep.
@@ -132,7 +137,10 @@ type Actor struct {
 	// in events.jsonl and are served from there (resume, P4 replay); the
 	// actor keeps the request-id index, the newest messages the history
 	// window can use, and where the log ends.
-	events   string          // events.jsonl's path
+	events string // events.jsonl's path
+	// src, when set, is the segmented log's chain the ranges are read from
+	// instead of events (a cluster owner).
+	src      ipc.LogSource
 	seq      int64           // the last committed seq
 	end      int64           // where the last committed line ends
 	msgs     []store.Message // the conversation's newest messages (messages.jsonl), see trimHistory

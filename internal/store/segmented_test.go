@@ -257,7 +257,7 @@ func TestSegmentedReopenWithinOwnership(t *testing.T) {
 	}
 	l.Close()
 	l, recs := mustOpenSegmented(t, dir, 5)
-	if len(recs) != 1 || l.Seq() != 1 {
+	if len(recs) != 1 || l.Seq() != 1 || l.PrevOwner() != "" {
 		t.Fatalf("reopened with %d records, seq %d", len(recs), l.Seq())
 	}
 	rec, err := l.Append(ipc.Frame{Type: ipc.TypeDone, Session: "s", Run: "r1", ID: "a", Status: ipc.StatusOK})
@@ -272,9 +272,18 @@ func TestSegmentedReopenWithinOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l2.Close()
 	if l2.PrevOwner() != "node-a" {
 		t.Fatalf("PrevOwner %q, want node-a", l2.PrevOwner())
 	}
 	checkChain(t, dir, recs)
+	l2.Close()
+	// node-b's own restart took over from no one.
+	l3, _, err := OpenSegmented(dir, 9, "node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Close()
+	if l3.PrevOwner() != "" {
+		t.Fatalf("a reopen's PrevOwner %q, want none", l3.PrevOwner())
+	}
 }

@@ -133,7 +133,8 @@ func OpenSegmented(dir string, epoch int64, node string) (*Log, []Record, error)
 	// The same ownership opening again (a restarted session actor)
 	// continues its own segment; a new ownership activates its own.
 	w, ch, err := segments.Reopen(dir, epoch, node)
-	if errors.Is(err, segments.ErrNotOwn) {
+	activated := errors.Is(err, segments.ErrNotOwn)
+	if activated {
 		w, ch, err = segments.Activate(dir, epoch, node)
 	}
 	if errors.Is(err, segments.ErrBadChain) {
@@ -149,7 +150,7 @@ func OpenSegmented(dir string, epoch int64, node string) (*Log, []Record, error)
 		return nil, nil, err
 	}
 	l := &Log{dir: dir, events: w.File(), size: w.Base()}
-	if segs := ch.Segments(); len(segs) > 1 {
+	if segs := ch.Segments(); activated && len(segs) > 1 {
 		l.prevOwner = segs[len(segs)-2].Node
 	}
 	if err := l.start(recs, true); err != nil {
@@ -158,9 +159,11 @@ func OpenSegmented(dir string, epoch int64, node string) (*Log, []Record, error)
 	return l, recs, nil
 }
 
-// PrevOwner is the node whose segment this owner's follows in a
-// segmented log ("" for the single daemon's log and for the first owner):
-// the interrupted conclusion names the node that was lost.
+// PrevOwner is the node this owner took the segmented log over from: the
+// one whose segment it sealed ("" for the single daemon's log, the first
+// owner, and an owner that reopened its own segment — a run open there
+// was interrupted by this node, not a lost one). The interrupted
+// conclusion names the node that was lost.
 func (l *Log) PrevOwner() string { return l.prevOwner }
 
 // start takes the committed records of a log whose events file is open:
