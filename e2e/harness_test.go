@@ -59,7 +59,7 @@ func setup(m *testing.M) (int, error) {
 		}
 		return nil
 	}
-	if err := build(dir+"/", "", "./cmd/ctx", "./cmd/ctxd", "./cmd/ctx-cluster", "./cmd/ctxterm", "./cmd/tsh", "./cmd/agent.update", "./examples/demo-agent", "./e2e/testagent", "./e2e/probe", "./e2e/attack", "./e2e/mcpfake", "./e2e/oneshot"); err != nil {
+	if err := build(dir+"/", "", "./cmd/ctx", "./cmd/ctxd", "./cmd/ctx-cluster", "./cmd/ctx-etcd-test", "./cmd/ctxterm", "./cmd/tsh", "./cmd/agent.update", "./examples/demo-agent", "./e2e/testagent", "./e2e/probe", "./e2e/attack", "./e2e/mcpfake", "./e2e/oneshot"); err != nil {
 		return 1, err
 	}
 	if err := os.MkdirAll(dir+"/fault", 0o755); err != nil {

@@ -40,9 +40,11 @@ type Daemon struct {
 	// is gone. ReaperLog receives the reaper's log.
 	Reaper    []string
 	ReaperLog *os.File
-	// ClusterNode is set by a cluster node (ctx-cluster), which serves a
-	// shared root; a single daemon refuses a cluster's root.
-	ClusterNode bool
+	// Cluster is set by a cluster node (ctx-cluster), which serves a
+	// shared root: its daemon lock and run cgroups are keyed by its own
+	// runtime directory, not the root every node shares. A single daemon
+	// (nil) refuses a cluster's root.
+	Cluster config.Cluster
 }
 
 // Run serves until ctx is cancelled, then shuts down: running runs are
@@ -54,7 +56,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	l := d.Settings.Layout
-	if _, err := os.Lstat(l.ClusterMarker()); err == nil && !d.ClusterNode {
+	if _, err := os.Lstat(l.ClusterMarker()); err == nil && d.Cluster == nil {
 		// A single daemon would append to logs a cluster's owners seal
 		// and own through etcd: refused before anything is written.
 		return fmt.Errorf("daemon: %s is a cluster's shared root (%s): run its nodes with ctx-cluster daemon, or set CTX_ROOT to another directory", l.Root, l.ClusterMarker())

@@ -67,7 +67,11 @@ func (w *wiring) components() []component {
 	grace := s.CancelGrace + drainMargin
 	return []component{
 		{Name: "daemon lock", Start: func(context.Context) (err error) {
-			w.unlock, err = lockDaemon(l.UserHome())
+			lockDir := l.UserHome()
+			if w.d.Cluster != nil {
+				lockDir = l.Runtime // one node per runtime directory; the root is shared
+			}
+			w.unlock, err = lockDaemon(lockDir)
 			return err
 		}, Stop: func(context.Context) error { w.unlock(); return nil }},
 		{Name: "bwrap", Start: func(context.Context) error {
@@ -86,7 +90,13 @@ func (w *wiring) components() []component {
 			if w.reapLock, err = reaper.Lock(l.Runtime, 30*time.Second); err != nil {
 				w.log.Error("waiting for a previous daemon's reaper", "err", err)
 			}
-			w.cgroups = startCgroups(ctx, l, w.log)
+			cl := l
+			if w.d.Cluster != nil {
+				// Run cgroups are keyed by what names this daemon alone: a
+				// node's sweep must not kill another node's runs.
+				cl.Root = l.Runtime
+			}
+			w.cgroups = startCgroups(ctx, cl, w.log)
 			return nil
 		}, Stop: func(context.Context) error { w.cgroups.Release(); return nil }},
 		{Name: "disk reserve", Start: func(context.Context) error {
@@ -212,6 +222,7 @@ func (w *wiring) actors() component {
 		w.runs, w.warm = &config.RunCount{}, make(chan struct{})
 		w.cfg = config.New(w.s, config.Services{Log: w.log, Procs: w.procs, Running: w.runs, Roots: w.roots,
 			Updates: w.updates, Cgroups: w.cgroups, MCP: w.mcp, Disk: w.disk, Fault: w.d.Fault, Warm: w.warm})
+		w.cfg.Cluster = w.d.Cluster
 		cfg, launcher, loops := w.cfg, w.launcher, &w.loops
 		rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{cfg: cfg, launcher: launcher, loops: loops} },
 			actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.RestartDirective })))

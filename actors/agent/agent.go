@@ -49,6 +49,9 @@ type Actor struct {
 	keeps    map[session.Key]*session.Keep
 	// routed counts requests sent to each session actor (by actor id).
 	routed map[string]int
+	// resolving holds, per session, the requests waiting for a cluster
+	// node's ownership answer, in arrival order.
+	resolving map[session.Key][]*incoming
 	// spawned numbers session actors: each takes a name of its own, so a
 	// passivated one that still holds its name while it stops is never in
 	// the way, and nothing here grows with passivations.
@@ -78,7 +81,15 @@ func (a *Actor) Receive(c actor.Context) {
 		a.onSessionIdle(c, m)
 	case *session.CancelChecked:
 		a.onCancelChecked(m)
+	case *owned:
+		a.onOwned(c, m)
 	case *sessionsFound:
+		if a.cfg.Cluster != nil {
+			// A cluster's sessions open only under an ownership from
+			// etcd; an open run is concluded by whichever node next owns
+			// the session (docs/cluster.md).
+			break
+		}
 		for _, k := range m.keys {
 			a.sessionPID(c, session.Key{Agent: a.name, Scope: k[0], Name: k[1]})
 		}
@@ -412,6 +423,10 @@ func (a *Actor) onIncoming(c actor.Context, m *incoming) {
 			return
 		}
 	}
+	if _, live := a.sessions[key]; !live && a.cfg.Cluster != nil {
+		a.resolve(c, key, m)
+		return
+	}
 	pid := a.sessionPID(c, key)
 	c.Send(pid, &session.Request{Conn: m.conn, Req: m.req})
 	a.routed[pid.Id]++
@@ -478,6 +493,9 @@ func (a *Actor) onSessionIdle(c actor.Context, m *session.Idle) {
 		return
 	}
 	delete(a.sessions, m.Key)
+	if keep := a.keeps[m.Key]; keep != nil && a.cfg.Cluster != nil && keep.Epoch > 0 {
+		a.release(m.Key, keep)
+	}
 	delete(a.keeps, m.Key)
 	delete(a.routed, pid.Id)
 	c.Stop(pid)

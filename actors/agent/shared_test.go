@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -50,3 +51,9 @@ func TestCheckShared(t *testing.T) {
 		})
 	}
 }
+
+func (prefixes) Own(context.Context, string, string, string) (int64, string, string, error) {
+	return 0, "", "", nil
+}
+
+func (prefixes) Release(context.Context, string, string, string, int64) {}

@@ -41,6 +41,14 @@ type Keep struct {
 	Node  string
 }
 
+// WaitClosed returns once no incarnation holds the session's log: a
+// stopped actor's writer has written what it held and closed the files.
+func (k *Keep) WaitClosed() {
+	k.owner.Lock()
+	//lint:ignore SA2001 an empty critical section: waiting for the holder is the point
+	k.owner.Unlock()
+}
+
 // NewKeep makes an empty Keep.
 func NewKeep() *Keep { return &Keep{subs: followers{}} }
 

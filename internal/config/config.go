@@ -8,6 +8,7 @@
 package config
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -94,6 +95,14 @@ type Cluster interface {
 	// WorkspaceShared says whether a resolved workspace lies under one of
 	// the cluster's shared prefixes (interfaces.md "Cluster (phase 1)").
 	WorkspaceShared(path string) bool
+	// Own makes this node the session's owner when no node is: it
+	// returns the epoch of this node's ownership (0 when another node,
+	// owner, holds it) and this node's id. It blocks on etcd: never call
+	// it inside Receive.
+	Own(ctx context.Context, agent, scope, session string) (epoch int64, node, owner string, err error)
+	// Release ends this node's ownership of a passivated session, only if
+	// it is still the ownership of epoch. It blocks on etcd.
+	Release(ctx context.Context, agent, scope, session string, epoch int64)
 }
 
 // Services are what the daemon builds, in order, before its actors start.
