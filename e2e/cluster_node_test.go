@@ -53,17 +53,17 @@ func startEtcd(t *testing.T, tlsDir string) string {
 }
 
 // startNode starts one node serving w's root and runtime directory.
-func startNode(t *testing.T, w *world, tlsDir, etcd, node string, shared []string) *clusterNode {
+func startNode(t *testing.T, w *world, run, tlsDir, etcd, node string, shared []string) *clusterNode {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), node+".json")
 	b, _ := json.Marshal(map[string]any{"cluster": "c1", "node": node, "listen": freePort(t), "etcd": []string{etcd},
-		"tls_dir": tlsDir, "root": w.root, "runtime_dir": w.run, "workspaces": shared})
+		"tls_dir": tlsDir, "root": w.root, "runtime_dir": run, "workspaces": shared})
 	if err := os.WriteFile(file, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	n := &clusterNode{file: file, log: &syncBuffer{}, done: make(chan struct{})}
 	n.cmd = exec.Command(filepath.Join(binDir, "ctx-cluster"), "daemon", "--cluster", file)
-	n.cmd.Env = w.env()
+	n.cmd.Env = w.env("CTX_RUNTIME_DIR=" + run)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func startNode(t *testing.T, w *world, tlsDir, etcd, node string, shared []strin
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if c, err := net.Dial("unix", w.run+"/system.sock"); err == nil {
+		if c, err := net.Dial("unix", run+"/system.sock"); err == nil {
 			c.Close()
 			return n
 		}
@@ -134,7 +134,7 @@ func TestClusterOneNodeServesLikeADaemon(t *testing.T) {
 	}
 	etcd := startEtcd(t, tlsDir)
 	ws := w.workspace()
-	n := startNode(t, w, tlsDir, etcd, "n1", []string{ws})
+	n := startNode(t, w, w.run, tlsDir, etcd, "n1", []string{ws})
 	w.agent("a", nil)
 	r := w.ctx(ws, "", "agent", "send", "a", "echo", "hello", "cluster")
 	if r.code != 0 || r.stdout != "echo: hello cluster\n" {
@@ -187,4 +187,108 @@ func TestClusterOneNodeServesLikeADaemon(t *testing.T) {
 	if st := readClusterStatus(t, n.file); len(st.Nodes) != 0 || len(st.Sessions) != 0 {
 		t.Errorf("after leaving: %+v", st)
 	}
+}
+
+// A node killed with -9 mid-run: its lease expires, its owner key goes,
+// and the survivor that is next asked for the session owns it at a larger
+// epoch, seals the lost node's segment and concludes the open run exactly
+// once — interrupted, naming the lost node, then done — with seq
+// contiguous across the two segments. Until the lease expires the
+// survivor names the owner instead of serving (interfaces.md "Cluster
+// (phase 1)").
+func TestClusterLostNodesRunIsConcludedByTheSurvivor(t *testing.T) {
+	w := newWorld(t)
+	tlsDir := filepath.Join(t.TempDir(), "tls")
+	if out, err := exec.Command(filepath.Join(binDir, "ctx-cluster"), "init", "--dir", tlsDir, "--nodes", "n1,n2").CombinedOutput(); err != nil {
+		t.Fatalf("init: %v %s", err, out)
+	}
+	etcd := startEtcd(t, tlsDir)
+	ws := w.workspace()
+	run2 := filepath.Join(filepath.Dir(w.run), "run2")
+	n1 := startNode(t, w, w.run, tlsDir, etcd, "n1", []string{ws})
+	n2 := startNode(t, w, run2, tlsDir, etcd, "n2", []string{ws})
+	w.agent("a", nil)
+	dir := filepath.Join(w.root, "home", itoa(os.Getuid()), "agent", "a", "session", "default")
+
+	for _, run := range []string{w.run, run2} {
+		waitFor(t, "the agent's socket on both nodes", 20*time.Second, func() bool {
+			_, err := os.Stat(filepath.Join(run, "agent", "a.sock"))
+			return err == nil
+		})
+	}
+	// A long run on n1.
+	send := exec.Command(w.ctxBin, "agent", "send", "a", "sleep", "60")
+	send.Env, send.Dir = w.env(), ws
+	if err := send.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { send.Process.Kill(); send.Wait() }()
+	waitFor(t, "the run to be under way on n1", 20*time.Second, func() bool {
+		segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.jsonl"))
+		if len(segs) != 1 {
+			return false
+		}
+		b, _ := os.ReadFile(segs[0])
+		return strings.Contains(string(b), "sleeping")
+	})
+	// Asked on n2 while n1 lives: n2 names the owner.
+	on2 := func(args ...string) result {
+		cmd := exec.Command(w.ctxBin, args...)
+		cmd.Env, cmd.Dir = w.env("CTX_RUNTIME_DIR="+run2), ws
+		return w.runCmd(cmd)
+	}
+	if r := on2("agent", "send", "a", "echo", "early"); r.code == 0 || !strings.Contains(r.stderr, "n1") {
+		segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.jsonl"))
+		t.Fatalf("n2 while n1 owns the session: %d %q %q %v\nn1:\n%s\nn2:\n%s", r.code, r.stdout, r.stderr, segs, n1.log, n2.log)
+	}
+	killed := time.Now()
+	n1.cmd.Process.Kill() // the fence parent; the node dies with it
+	<-n1.done
+	// n2 serves the session once n1's lease is gone.
+	var r result
+	waitFor(t, "n2 to serve the lost node's session", 20*time.Second, func() bool {
+		r = on2("agent", "send", "a", "echo", "after")
+		return r.code == 0
+	})
+	took := time.Since(killed)
+	if r.stdout != "echo: after\n" {
+		t.Fatalf("send on n2: %q %q", r.stdout, r.stderr)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.jsonl"))
+	if len(segs) != 2 {
+		t.Fatalf("segments %v, want n1's and n2's", segs)
+	}
+	b, _ := os.ReadFile(segs[1])
+	if strings.Count(string(b), `"code":"interrupted"`) != 1 || !strings.Contains(string(b), "node n1 was lost") || !strings.Contains(string(b), `"node":"n2"`) {
+		t.Fatalf("n2's segment:\n%s", b)
+	}
+	st := readClusterStatus(t, n2.file)
+	if len(st.Sessions) != 1 || st.Sessions[0].Owner != "n2" {
+		t.Errorf("status after failover %+v", st)
+	}
+	// The whole log, as a client resuming on n2 gets it: seq contiguous
+	// across the two segments, each run done once.
+	h := on2("agent", "resume", "a", "--json")
+	var seq int64
+	dones := 0
+	for _, ln := range strings.Split(strings.TrimSpace(h.stdout), "\n") {
+		var f struct {
+			Type string
+			Seq  int64
+		}
+		if json.Unmarshal([]byte(ln), &f) != nil || f.Seq == 0 {
+			continue
+		}
+		if f.Seq != seq+1 {
+			t.Fatalf("seq %d after %d in:\n%s", f.Seq, seq, h.stdout)
+		}
+		seq = f.Seq
+		if f.Type == "done" {
+			dones++
+		}
+	}
+	if dones != 2 {
+		t.Errorf("%d done frames, want the interrupted run's and the new one's:\n%s", dones, h.stdout)
+	}
+	t.Logf("failover: the survivor served %v after the kill", took.Round(10*time.Millisecond))
 }

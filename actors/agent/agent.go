@@ -160,12 +160,16 @@ func (a *Actor) listen(c actor.Context) {
 		return
 	}
 	a.ln = ln
-	// agent/<name>.sock aliases the runtime socket (L6).
-	link := l.AgentSocket(a.name)
-	if st, err := os.Lstat(link); err == nil && st.Mode()&os.ModeSymlink != 0 || errors.Is(err, os.ErrNotExist) {
-		_ = os.Remove(link)
-		if err := os.Symlink(l.RuntimeAgentSocket(a.name), link); err != nil {
-			a.log.Warn("could not link the agent socket", "link", link, "err", err)
+	// agent/<name>.sock aliases the runtime socket (L6) — not on a
+	// cluster's shared root, where every node would point it at its own
+	// socket and a client falling back to it would reach another node.
+	if a.cfg.Cluster == nil {
+		link := l.AgentSocket(a.name)
+		if st, err := os.Lstat(link); err == nil && st.Mode()&os.ModeSymlink != 0 || errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(link)
+			if err := os.Symlink(l.RuntimeAgentSocket(a.name), link); err != nil {
+				a.log.Warn("could not link the agent socket", "link", link, "err", err)
+			}
 		}
 	}
 	self, root := c.Self(), c.ActorSystem().Root

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
+	"github.com/cortexfs/ctx/internal/segments"
 	"github.com/cortexfs/ctx/internal/store"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -100,9 +102,13 @@ func Scan(r io.Reader, fn func(f *Frame)) (Stats, error) {
 	}
 }
 
-// ScanDir scans a session directory's events.jsonl, opened read-only. A
-// missing file is an empty log.
+// ScanDir scans a session directory's log, opened read-only: its
+// events.jsonl, or on a cluster's shared root its segmented chain
+// (docs/cluster.md). A missing file is an empty log.
 func ScanDir(dir string, fn func(f *Frame)) (Stats, error) {
+	if inCluster(dir) {
+		return scanChain(dir, fn)
+	}
 	f, err := os.Open(dir + "/" + store.EventsFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return Stats{}, nil
@@ -114,6 +120,46 @@ func ScanDir(dir string, fn func(f *Frame)) (Stats, error) {
 	st, err := Scan(f, fn)
 	if err != nil {
 		return st, fmt.Errorf("session log %s: %w", f.Name(), err)
+	}
+	return st, nil
+}
+
+// inCluster says whether dir is a session of a cluster's shared root: an
+// ancestor holds the cluster's marker (layout.ClusterMarker) and dir has
+// segments/. Only ancestors are asked: the session directory itself is
+// writable from the agent's sandbox, so what it holds decides nothing.
+func inCluster(dir string) bool {
+	if _, err := os.Lstat(filepath.Join(dir, segments.Dir)); err != nil {
+		return false
+	}
+	for d, i := filepath.Dir(filepath.Clean(dir)), 0; i < 12; d, i = filepath.Dir(d), i+1 {
+		if _, err := os.Lstat(filepath.Join(d, "cluster.json")); err == nil {
+			return true
+		}
+		if d == "/" || d == "." {
+			break
+		}
+	}
+	return false
+}
+
+// scanChain scans a cluster session's chain; Torn says the newest
+// segment ends in a partial line.
+func scanChain(dir string, fn func(f *Frame)) (Stats, error) {
+	c, err := store.OpenChain(dir)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer c.Close()
+	st, err := Scan(c.Reader(), fn)
+	if err != nil {
+		return st, fmt.Errorf("session log %s: %w", dir, err)
+	}
+	if segs := c.Segments(); len(segs) > 0 {
+		last := segs[len(segs)-1]
+		if fi, err := os.Stat(last.Path); err == nil && fi.Size() > last.End {
+			st.Torn = true
+		}
 	}
 	return st, nil
 }
