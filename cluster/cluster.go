@@ -6,9 +6,10 @@
 // What a node does today: it joins (mutual TLS to etcd, one version per
 // cluster), reports every ownership deadline to its fence parent, serves
 // the sessions etcd lets it own (their logs segmented, fenced by epoch),
-// releases them when they passivate, and exits 75 the moment its lease is
-// lost. Not yet: forwarding a request to another node's session (it is
-// refused naming the owner), failover of open runs before a client asks.
+// releases them when they passivate, adopts the sessions a lost node left
+// with an open run (failover.go), and exits 75 the moment its lease is
+// lost. Not yet: forwarding a request to another node's session
+// (it is refused naming the owner).
 package cluster
 
 import (
@@ -118,6 +119,14 @@ func run(ctx context.Context, cfg *clusterconf.Config, rep *fence.Reporter, log 
 	}
 	exe, _ := os.Executable()
 	n := &node{cfg: cfg, owners: owners}
+	live, err := m.WatchLive(ctx)
+	if err != nil {
+		return exitcode.With(exitcode.Unavailable, err)
+	}
+	defer live.Close()
+	fctx, stopFailover := context.WithCancel(ctx)
+	defer stopFailover()
+	go n.failover(fctx, live, l, log)
 	d := &supervisor.Daemon{Settings: settings, Log: log, BinDir: filepath.Dir(exe), Cluster: n}
 	log.Info("joined", "cluster", cfg.Cluster, "lease_ttl", TTL)
 	if err := d.Run(ctx); err != nil {
