@@ -88,9 +88,14 @@ func run(ctx context.Context, cfg *clusterconf.Config, rep *fence.Reporter, log 
 	}
 	defer owners.Close()
 	go func() {
-		for d := range m.Deadlines() {
-			if err := rep.Report(d); err != nil {
-				log.Error("fence unreachable", "err", err)
+		for {
+			select {
+			case d := <-m.Deadlines():
+				if err := rep.Report(d); err != nil {
+					log.Error("fence unreachable", "err", err)
+				}
+			case <-ctx.Done():
+				return
 			}
 		}
 	}()
