@@ -87,6 +87,11 @@ func run(ctx context.Context, cfg *clusterconf.Config, rep *fence.Reporter, log 
 		return exitcode.With(exitcode.Unavailable, err)
 	}
 	defer owners.Close()
+	// The relay and the lost-lease watch live as long as the membership,
+	// past a SIGTERM: the drain that follows it still owns sessions, and
+	// a fence told nothing new would kill the node mid-drain.
+	member, endMember := context.WithCancel(context.Background())
+	defer endMember()
 	go func() {
 		for {
 			select {
@@ -94,7 +99,7 @@ func run(ctx context.Context, cfg *clusterconf.Config, rep *fence.Reporter, log 
 				if err := rep.Report(d); err != nil {
 					log.Error("fence unreachable", "err", err)
 				}
-			case <-ctx.Done():
+			case <-member.Done():
 				return
 			}
 		}
@@ -107,7 +112,7 @@ func run(ctx context.Context, cfg *clusterconf.Config, rep *fence.Reporter, log 
 			// PR_SET_PDEATHSIG). No graceful drain: that would append.
 			log.Error("lease lost: leaving at once", "err", m.Err())
 			os.Exit(exitcode.LostLease)
-		case <-ctx.Done():
+		case <-member.Done():
 		}
 	}()
 
