@@ -94,6 +94,19 @@ func startNode(t *testing.T, w *world, run, tlsDir, etcd, node string, shared []
 	}
 }
 
+// newCluster makes a world (its root is the cluster's shared root),
+// init's certificates for n1 and n2, a running etcd and one shared
+// workspace.
+func newCluster(t *testing.T) (w *world, tlsDir, etcd, ws string) {
+	t.Helper()
+	w = newWorld(t)
+	tlsDir = filepath.Join(t.TempDir(), "tls")
+	if out, err := exec.Command(filepath.Join(binDir, "ctx-cluster"), "init", "--dir", tlsDir, "--nodes", "n1,n2").CombinedOutput(); err != nil {
+		t.Fatalf("init: %v %s", err, out)
+	}
+	return w, tlsDir, startEtcd(t, tlsDir), w.workspace()
+}
+
 type clusterStatus struct {
 	Nodes []struct {
 		Node  string
@@ -127,13 +140,7 @@ func readClusterStatus(t *testing.T, file string) clusterStatus {
 // before anything is recorded; SIGTERM leaves the cluster (its keys go)
 // and exits 0 (interfaces.md "Cluster (phase 1)").
 func TestClusterOneNodeServesLikeADaemon(t *testing.T) {
-	w := newWorld(t)
-	tlsDir := filepath.Join(t.TempDir(), "tls")
-	if out, err := exec.Command(filepath.Join(binDir, "ctx-cluster"), "init", "--dir", tlsDir, "--nodes", "n1,n2").CombinedOutput(); err != nil {
-		t.Fatalf("init: %v %s", err, out)
-	}
-	etcd := startEtcd(t, tlsDir)
-	ws := w.workspace()
+	w, tlsDir, etcd, ws := newCluster(t)
 	n := startNode(t, w, w.run, tlsDir, etcd, "n1", []string{ws})
 	w.agent("a", nil)
 	r := w.ctx(ws, "", "agent", "send", "a", "echo", "hello", "cluster")
@@ -197,13 +204,7 @@ func TestClusterOneNodeServesLikeADaemon(t *testing.T) {
 // the lease expires the survivor names the owner instead of serving
 // (interfaces.md "Cluster (phase 1)").
 func TestClusterLostNodesRunIsConcludedByTheSurvivor(t *testing.T) {
-	w := newWorld(t)
-	tlsDir := filepath.Join(t.TempDir(), "tls")
-	if out, err := exec.Command(filepath.Join(binDir, "ctx-cluster"), "init", "--dir", tlsDir, "--nodes", "n1,n2").CombinedOutput(); err != nil {
-		t.Fatalf("init: %v %s", err, out)
-	}
-	etcd := startEtcd(t, tlsDir)
-	ws := w.workspace()
+	w, tlsDir, etcd, ws := newCluster(t)
 	run2 := filepath.Join(filepath.Dir(w.run), "run2")
 	n1 := startNode(t, w, w.run, tlsDir, etcd, "n1", []string{ws})
 	n2 := startNode(t, w, run2, tlsDir, etcd, "n2", []string{ws})
