@@ -194,6 +194,14 @@ func load(dir string) (links []link, err error) {
 			break
 		}
 		var p *link
+		if cur.prev == 0 && cur.sealed == 0 && cur.Seq == 0 {
+			// A session begun in cluster mode: nothing before it. An
+			// events.jsonl that appeared since (the session directory is
+			// writable from the agent's sandbox) is never opened: a FIFO
+			// there would block every reader, anything else would make
+			// the chain unreadable.
+			break
+		}
 		if cur.prev == 0 {
 			if p, err = openLegacy(dir); err != nil {
 				return links, err
@@ -271,7 +279,9 @@ func list(sd string) ([]int64, error) {
 // openFile opens a log file read-only without following a link (the
 // session directory is the host's; a link there is not a segment).
 func openFile(path string) (*os.File, int64, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	// O_NONBLOCK: a FIFO put where a segment is expected cannot block the
+	// open; it is refused as not regular just below.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -3,7 +3,10 @@ package segments
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestReopenOwnSegment: a writer restarted within one ownership continues
@@ -48,5 +51,55 @@ func TestReopenOwnSegment(t *testing.T) {
 	}
 	if _, _, err := Reopen(t.TempDir(), 1, "n"); !errors.Is(err, ErrNotOwn) {
 		t.Fatalf("reopen of nothing: %v, want ErrNotOwn", err)
+	}
+}
+
+// TestPlantedEventsJSONLIsNeverOpened: in a session begun in cluster mode
+// the agent's sandbox can create events.jsonl in the (writable) session
+// directory; the chain never opens it — a FIFO there blocks no reader and
+// a file there changes nothing — and a FIFO where a segment is expected
+// is refused, not waited on.
+func TestPlantedEventsJSONLIsNeverOpened(t *testing.T) {
+	dir := t.TempDir()
+	w := mustActivate(t, dir, 3)
+	write(t, w, frames(1, 2))
+	if err := syscall.Mkfifo(filepath.Join(dir, Legacy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, err := Open(dir)
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Open with a planted FIFO: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Open blocked on a planted FIFO")
+	}
+	wantChain(t, dir, frames(1, 2), 2).Close()
+	if _, _, err := Activate(dir, 4, "n2"); err != nil {
+		t.Fatalf("a takeover with a planted events.jsonl: %v", err)
+	}
+	fifo := segPath(dir, 9)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, err := Open(dir)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a FIFO segment was read")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Open blocked on a FIFO segment")
 	}
 }
