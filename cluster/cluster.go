@@ -14,14 +14,18 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/cortexfs/ctx/internal/atomicfile"
+	"github.com/cortexfs/ctx/internal/clustercert"
 	"github.com/cortexfs/ctx/internal/clusterconf"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/exitcode"
@@ -128,15 +132,28 @@ func run(ctx context.Context, cfg *clusterconf.Config, rep *fence.Reporter, log 
 		return exitcode.With(exitcode.Usage, err)
 	}
 	exe, _ := os.Executable()
-	n := &node{cfg: cfg, owners: owners}
 	live, err := m.WatchLive(ctx)
 	if err != nil {
 		return exitcode.With(exitcode.Unavailable, err)
 	}
 	defer live.Close()
-	fctx, stopFailover := context.WithCancel(ctx)
-	defer stopFailover()
-	go n.failover(fctx, live, l, log)
+	server, client, err := clustercert.NodeTLS(cfg.TLSDir, cfg.Node)
+	if err != nil {
+		return exitcode.With(exitcode.Usage, err)
+	}
+	tcp, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return exitcode.With(exitcode.Unavailable, fmt.Errorf("node %s: listen %s: %w", cfg.Node, cfg.Listen, err))
+	}
+	n := &node{cfg: cfg, owners: owners, live: live, member: m, layout: l, client: client, log: log}
+	// The front door's links and failover end with the node's context;
+	// serveLinks waits for its links before returning.
+	fctx, stopNode := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	defer func() { stopNode(); bg.Wait() }()
+	bg.Add(2)
+	go func() { defer bg.Done(); n.serveLinks(fctx, tls.NewListener(tcp, server), l, log) }()
+	go func() { defer bg.Done(); n.failover(fctx, live, l, log) }()
 	d := &supervisor.Daemon{Settings: settings, Log: log, BinDir: filepath.Dir(exe), Cluster: n}
 	log.Info("joined", "cluster", cfg.Cluster, "lease_ttl", TTL)
 	if err := d.Run(ctx); err != nil {
@@ -154,12 +171,36 @@ func run(ctx context.Context, cfg *clusterconf.Config, rep *fence.Reporter, log 
 type node struct {
 	cfg    *clusterconf.Config
 	owners *ownership.Owners
+	live   *ownership.LiveSet
+	member *ownership.Member
+	layout layout.Layout
+	// client is the node's mTLS client configuration (links it dials).
+	client *tls.Config
+	log    *slog.Logger
 }
 
 func (n *node) WorkspaceShared(path string) bool { return n.cfg.Shared(path) }
 
-func (n *node) Own(ctx context.Context, agent, scope, session string) (int64, string, string, error) {
-	o, _, err := n.owners.Acquire(ctx, ownership.SessionID(agent, scope, session))
+func (n *node) Own(ctx context.Context, agent, scope, session string, here bool) (int64, string, string, error) {
+	id := ownership.SessionID(agent, scope, session)
+	if !here {
+		// Who serves it now, from the watched cache; a session no node
+		// serves goes to the node rendezvous hashing picks, which takes
+		// it when the front door hands it over (docs/cluster.md).
+		o, ok, err := n.owners.Lookup(ctx, id)
+		if err != nil {
+			return 0, n.cfg.Node, "", err
+		}
+		if ok && o.Node != n.cfg.Node {
+			return 0, n.cfg.Node, o.Node, nil
+		}
+		if !ok {
+			if p := ownership.Pick(id, n.live.Nodes()); p.Node != "" && p.Node != n.cfg.Node {
+				return 0, n.cfg.Node, p.Node, nil
+			}
+		}
+	}
+	o, _, err := n.owners.Acquire(ctx, id)
 	if err != nil {
 		return 0, n.cfg.Node, "", err
 	}

@@ -48,6 +48,10 @@ const (
 	// every shared prefix of its cluster file, before anything is recorded
 	// (interfaces.md "Cluster (phase 1)").
 	CodeWorkspaceNotShared = "workspace_not_shared"
+	// CodeNotOwner: a cluster node was handed a session (by another node's
+	// front door) that a third node owns now. The front door asks again;
+	// a client sees it only when the owners keep moving (docs/cluster.md).
+	CodeNotOwner = "not_owner"
 )
 
 // done statuses (interfaces.md: done's status).

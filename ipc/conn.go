@@ -158,6 +158,9 @@ func (k *Conn) Close() {
 	}()
 }
 
+// Done is closed when Close is called or the client is dropped.
+func (k *Conn) Done() <-chan struct{} { return k.done }
+
 // Closed reports whether Close was called or the client was dropped.
 func (k *Conn) Closed() bool {
 	k.mu.Lock()
@@ -172,6 +175,10 @@ type ApprovalWait struct {
 	// Reason is set, before Answer, to a deny's reason.
 	Reason string
 	Answer func(decision string)
+	// Forward, when set, takes the answer's line as it was read (nil at
+	// the connection's end) instead of Answer: a cluster's front door
+	// passes it on to the owner node, which judges it (A2 there).
+	Forward func(line []byte)
 }
 
 // ExpectApproval makes the next line read on this connection the answer to w.

@@ -292,7 +292,16 @@ func (a *Actor) read(root *actor.RootContext, self *actor.PID, conn *ipc.Conn) {
 		line, err := lr.Next()
 		if w := conn.TakeApproval(); w != nil {
 			// spec: A2 — exactly one response is read for a pending approval.
-			if err != nil {
+			if w.Forward != nil {
+				// Asked by another node's run (the front door): the line
+				// goes to it whole, as read.
+				if err != nil {
+					w.Forward(nil)
+				} else {
+					w.Forward(line)
+					continue
+				}
+			} else if err != nil {
 				w.Answer("eof")
 			} else if req, perr := ipc.ParseRequest(line); perr == nil && req.Op == ipc.OpCancel {
 				// A cancel on the connection that is asked

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,6 +18,11 @@ import (
 
 // ownTimeout bounds one ownership answer.
 const ownTimeout = 10 * time.Second
+
+// fromHere says whether a connection's peer is this very process: the
+// node's own front door or failover handing a request to this node's
+// socket (docs/cluster.md "The front door").
+func fromHere(conn *ipc.Conn) bool { return int(conn.Cred.Pid) == os.Getpid() }
 
 // owned is the node's answer for one session.
 type owned struct {
@@ -35,13 +41,13 @@ func (a *Actor) resolve(c actor.Context, key session.Key, m *incoming) {
 	if asked {
 		return
 	}
-	self, root, ctx, cl := c.Self(), c.ActorSystem().Root, a.ctx, a.cfg.Cluster
+	self, root, ctx, cl, here := c.Self(), c.ActorSystem().Root, a.ctx, a.cfg.Cluster, fromHere(m.conn)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		octx, cancel := context.WithTimeout(ctx, ownTimeout)
 		defer cancel()
-		epoch, node, owner, err := cl.Own(octx, key.Agent, key.Scope, key.Name)
+		epoch, node, owner, err := cl.Own(octx, key.Agent, key.Scope, key.Name, here)
 		root.Send(self, &owned{key: key, epoch: epoch, node: node, owner: owner, err: err})
 	}()
 }
@@ -55,8 +61,19 @@ func (a *Actor) onOwned(c actor.Context, m *owned) {
 		a.log.Error("session ownership", "session", m.key.Name, "scope", m.key.Scope, "err", m.err)
 		refuse = ipc.Errorf(ipc.CodeInternal, "the cluster could not settle who serves session %s: %v", m.key.Name, m.err)
 	case m.epoch == 0:
-		// Forwarding to the owner is not built yet: say where it is.
-		refuse = ipc.Errorf(ipc.CodeBusy, "session %s is served by node %s; ask that node (forwarding between nodes is not built yet)", m.key.Name, m.owner)
+		// Another node serves it: the front door carries each request
+		// there — unless it was handed here by a node already (the
+		// owner moved meanwhile): that node asks again.
+		for _, w := range waiting {
+			if fromHere(w.conn) {
+				f := ipc.ErrorFrame("", ipc.Errorf(ipc.CodeNotOwner, "session %s is served by node %s", m.key.Name, m.owner))
+				f.Session = m.key.Name
+				w.conn.SendFrame(f)
+			} else if a.conns[w.conn] {
+				a.forward(m.owner, w)
+			}
+		}
+		return
 	}
 	if refuse != nil {
 		for _, w := range waiting {
@@ -72,7 +89,7 @@ func (a *Actor) onOwned(c actor.Context, m *owned) {
 			keep = session.NewKeep()
 			a.keeps[m.key] = keep
 		}
-		keep.Epoch, keep.Node = m.epoch, m.node
+		keep.Epoch, keep.Node, keep.Fence = m.epoch, m.node, a.cfg.Cluster.Owning
 	}
 	for _, w := range waiting {
 		if !a.conns[w.conn] {
@@ -82,6 +99,18 @@ func (a *Actor) onOwned(c actor.Context, m *owned) {
 		c.Send(pid, &session.Request{Conn: w.conn, Req: w.req})
 		a.routed[pid.Id]++
 	}
+}
+
+// forward hands one request to the front door, off the actor: it lasts
+// as long as its request (a run's frames included), and ends with the
+// agent's context.
+func (a *Actor) forward(owner string, w *incoming) {
+	cl, ctx := a.cfg.Cluster, a.ctx
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		cl.Forward(ctx, owner, a.name, w.req, w.conn)
+	}()
 }
 
 // release gives up this node's ownership of a passivated session once its

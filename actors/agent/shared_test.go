@@ -52,8 +52,12 @@ func TestCheckShared(t *testing.T) {
 	}
 }
 
-func (prefixes) Own(context.Context, string, string, string) (int64, string, string, error) {
+func (prefixes) Own(context.Context, string, string, string, bool) (int64, string, string, error) {
 	return 0, "", "", nil
 }
 
 func (prefixes) Release(context.Context, string, string, string, int64) {}
+
+func (prefixes) Forward(context.Context, string, string, *ipc.Request, *ipc.Conn) {}
+
+func (prefixes) Owning() error { return nil }

@@ -32,6 +32,9 @@ func (a *Actor) open(c actor.Context) {
 		var err error
 		if keep.Epoch > 0 {
 			l, recs, err = store.OpenSegmented(dir, keep.Epoch, keep.Node)
+			if err == nil {
+				l.Fence = keep.Fence
+			}
 		} else {
 			l, recs, err = store.Open(dir)
 		}

@@ -39,6 +39,11 @@ type Keep struct {
 	// by Node. Zero in the single daemon. Set before the actor starts.
 	Epoch int64
 	Node  string
+	// Fence, on a cluster owner, reports an error once the node's
+	// ownership deadline has passed: every frame is then fsynced and
+	// checked against it before a client gets it (docs/cluster.md "The
+	// owner's deadline").
+	Fence func() error
 }
 
 // WaitClosed returns once no incarnation holds the session's log: a

@@ -22,6 +22,7 @@ import (
 	"github.com/cortexfs/ctx/internal/mcphost"
 	"github.com/cortexfs/ctx/internal/version"
 	"github.com/cortexfs/ctx/internal/workspace"
+	"github.com/cortexfs/ctx/ipc"
 )
 
 // Version of ctx, reported by ping.
@@ -95,14 +96,27 @@ type Cluster interface {
 	// WorkspaceShared says whether a resolved workspace lies under one of
 	// the cluster's shared prefixes (interfaces.md "Cluster (phase 1)").
 	WorkspaceShared(path string) bool
-	// Own makes this node the session's owner when no node is: it
-	// returns the epoch of this node's ownership (0 when another node,
-	// owner, holds it) and this node's id. It blocks on etcd: never call
-	// it inside Receive.
-	Own(ctx context.Context, agent, scope, session string) (epoch int64, node, owner string, err error)
+	// Own settles who serves a session (docs/cluster.md "The front
+	// door"). here says the request came from this node itself (another
+	// node's front door handing it over, or failover): the node then
+	// takes the session if no node holds it. Otherwise a session no node
+	// holds goes to the live node ownership.Pick chooses. It returns the
+	// epoch of this node's ownership (0 when owner, another node, serves
+	// it) and this node's id. It blocks on etcd: never call it inside
+	// Receive.
+	Own(ctx context.Context, agent, scope, session string, here bool) (epoch int64, node, owner string, err error)
 	// Release ends this node's ownership of a passivated session, only if
 	// it is still the ownership of epoch. It blocks on etcd.
 	Release(ctx context.Context, agent, scope, session string, epoch int64)
+	// Forward is the front door: it carries req, for a session owner
+	// serves, to that node and passes the frames it answers to c until
+	// the request is answered, c closes or ctx ends — following the
+	// session to its next owner when owner is lost. It blocks.
+	Forward(ctx context.Context, owner, agent string, req *ipc.Request, c *ipc.Conn)
+	// Owning reports an error once this node's ownership deadline has
+	// passed: from then on it releases no frame (docs/cluster.md "The
+	// owner's deadline").
+	Owning() error
 }
 
 // Services are what the daemon builds, in order, before its actors start.

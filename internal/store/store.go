@@ -77,6 +77,12 @@ type Log struct {
 	NoSync bool
 	// prevOwner: PrevOwner.
 	prevOwner string
+	// Fence, set on a cluster owner's log, is checked after every batch:
+	// such a log fsyncs every batch, not only commit points, and an
+	// error (the ownership deadline passed) fails the append — nothing
+	// past the deadline is released to a client (docs/cluster.md "The
+	// owner's deadline").
+	Fence func() error
 }
 
 // Open opens (creating if needed) the session log in dir, repairs a torn
@@ -340,9 +346,15 @@ func (l *Log) AppendBatch(fs []ipc.Frame) ([]Record, error) {
 		recs = append(recs, Record{Frame: f, Line: line, Off: l.size})
 		l.size += int64(len(line))
 	}
-	if sync && !l.NoSync {
+	if (sync || l.Fence != nil) && !l.NoSync {
 		if err := syncFile(l.events); err != nil {
 			l.failed = fmt.Errorf("session append: fsync: %w", err)
+			return nil, l.failed
+		}
+	}
+	if l.Fence != nil {
+		if err := l.Fence(); err != nil {
+			l.failed = fmt.Errorf("session append: %w", err)
 			return nil, l.failed
 		}
 	}

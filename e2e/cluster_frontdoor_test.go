@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/ownership"
+)
+
+// dialRun dials agent's socket under a node's runtime directory.
+func dialRun(t *testing.T, run, agent string) *client {
+	t.Helper()
+	p := filepath.Join(run, "agent", agent+".sock")
+	var c net.Conn
+	var err error
+	for i := 0; i < 300; i++ {
+		if c, err = net.Dial("unix", p); err == nil {
+			break
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("dial %s: %v", p, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &client{t: t, c: c, r: bufio.NewReaderSize(c, 1<<20)}
+}
+
+// sessionOn returns a session name rendezvous hashing places on want
+// among nodes, for agent's private scope.
+func sessionOn(t *testing.T, agent, want string, nodes ...string) string {
+	t.Helper()
+	var live []ownership.NodeInfo
+	for _, n := range nodes {
+		live = append(live, ownership.NodeInfo{Node: n})
+	}
+	for i := 0; i < 1000; i++ {
+		s := fmt.Sprintf("s%d", i)
+		if ownership.Pick(ownership.SessionID(agent, "private", s), live).Node == want {
+			return s
+		}
+	}
+	t.Fatal("no session name lands on " + want)
+	return ""
+}
+
+// Any node is a front door (interfaces.md "Cluster (phase 1)"): requests
+// to n1's sockets for sessions no node serves yet are placed by
+// rendezvous hashing over the live nodes, so some run on n2, and their
+// clients see exactly what a single daemon would send; a run on n2 asks
+// its approval through n1's connection, the answer goes back the same way
+// and the tool runs once; `resume` through n1 streams n2's session; a
+// TLS peer with the CA's etcd certificate instead of a node's is refused.
+func TestClusterFrontDoor(t *testing.T) {
+	w, tlsDir, etcd, ws := newCluster(t)
+	run2 := filepath.Join(filepath.Dir(w.run), "run2")
+	n1 := startNode(t, w, w.run, tlsDir, etcd, "n1", []string{ws})
+	n2 := startNode(t, w, run2, tlsDir, etcd, "n2", []string{ws})
+	w.agent("a", nil)
+	w.tool("mark", markTool)
+	w.agent("ap", map[string]string{"tools": "mark\n", "approval": "ask\n"})
+	waitFor(t, "n1 to see both nodes", 10*time.Second, func() bool { return len(readClusterStatus(t, n1.file).Nodes) == 2 })
+
+	// Twelve new sessions through n1: each answered as by one daemon.
+	for i := 0; i < 12; i++ {
+		r := w.ctx(ws, "", "agent", "send", "a", "--session", fmt.Sprintf("f%d", i), "echo", fmt.Sprintf("front %d", i))
+		if want := fmt.Sprintf("echo: front %d\n", i); r.code != 0 || r.stdout != want {
+			t.Fatalf("send %d through n1: %d %q %q\nn1:\n%s\nn2:\n%s", i, r.code, r.stdout, r.stderr, n1.log, n2.log)
+		}
+	}
+	owners := map[string]int{}
+	for _, s := range readClusterStatus(t, n1.file).Sessions {
+		owners[s.Owner]++
+	}
+	if owners["n1"] == 0 || owners["n2"] == 0 || owners["n1"]+owners["n2"] != 12 {
+		t.Fatalf("sessions placed %v, want them spread over n1 and n2", owners)
+	}
+
+	// An approval asked on n2, answered through n1.
+	s := sessionOn(t, "ap", "n2", "n1", "n2")
+	c := dialRun(t, w.run, "ap")
+	c.send(sendReq("a1", "tool mark", "workspace", ws, "session", s))
+	fs := c.until("approval_request", 20*time.Second)
+	ar := fs[len(fs)-1]
+	c.send(fmt.Sprintf(`{"op":"approve","run":%q,"id":%q,"decision":"allow_once"}`, ar.Run, ar.ID))
+	fs = c.until("done", 20*time.Second)
+	var result *frame
+	for i := range fs {
+		if fs[i].Type == "tool_result" {
+			result = &fs[i]
+		}
+	}
+	if result == nil || result.Status != "ok" || fs[len(fs)-1].Status != "ok" {
+		t.Fatalf("the approved call through n1: %v\nn2:\n%s", fs, n2.log)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err != nil {
+		t.Fatalf("the tool did not run: %v", err)
+	}
+	st := readClusterStatus(t, n1.file)
+	found := false
+	for _, x := range st.Sessions {
+		if x.Agent == "ap" && x.Session == s {
+			found = x.Owner == "n2"
+		}
+	}
+	if !found {
+		t.Fatalf("session %s not owned by n2: %+v", s, st.Sessions)
+	}
+	// resume through n1: n2's history, seq from 1, then caught_up.
+	c.send(fmt.Sprintf(`{"op":"resume","session":%q}`, s))
+	fs = c.until("caught_up", 20*time.Second)
+	var seq int64
+	for _, f := range fs {
+		if f.Seq == 0 {
+			continue
+		}
+		if f.Seq != seq+1 {
+			t.Fatalf("resume through n1: seq %d after %d: %v", f.Seq, seq, fs)
+		}
+		seq = f.Seq
+	}
+	if seq < 5 {
+		t.Fatalf("resume through n1 streamed %d frames: %v", seq, fs)
+	}
+
+	// Only a node certificate opens a link.
+	pair, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, "etcd-client.crt"), filepath.Join(tlsDir, "etcd-client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _ := os.ReadFile(filepath.Join(tlsDir, "ca.crt"))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tc, err := tls.Dial("tcp", n2.listen, &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13})
+	if err == nil {
+		tc.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(tc, "{\"agent\":\"a\",\"scope\":\"private\",\"session\":\"x\",\"uid\":%d}\n{\"op\":\"resume\",\"session\":\"x\"}\n", os.Getuid())
+		b := make([]byte, 1)
+		_, err = tc.Read(b)
+		tc.Close()
+	}
+	if err == nil {
+		t.Fatal("a peer with the etcd client certificate was served by a node's front door")
+	}
+	// A node's link for another uid: refused, nothing served (a cluster
+	// belongs to one user).
+	pair3, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, "n3.crt"), filepath.Join(tlsDir, "n3.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err = tls.Dial("tcp", n2.listen, &tls.Config{Certificates: []tls.Certificate{pair3}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13})
+	if err != nil {
+		t.Fatalf("a node's link: %v", err)
+	}
+	tc.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(tc, "{\"agent\":\"a\",\"scope\":\"private\",\"session\":\"f1\",\"uid\":%d}\n{\"op\":\"resume\",\"session\":\"f1\"}\n", os.Getuid()+1)
+	all, _ := io.ReadAll(tc)
+	tc.Close()
+	if !strings.Contains(string(all), `"code":"bad_request"`) || strings.Contains(string(all), `"seq"`) {
+		t.Fatalf("a link for another uid got %q", all)
+	}
+}
