@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,16 @@ func dialRun(t *testing.T, run, agent string) *client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return &client{t: t, c: c, r: bufio.NewReaderSize(c, 1<<20)}
+}
+
+// pickedBy is the node rendezvous hashing places agent's private
+// session on among nodes.
+func pickedBy(agent, session string, nodes ...string) string {
+	var live []ownership.NodeInfo
+	for _, n := range nodes {
+		live = append(live, ownership.NodeInfo{Node: n})
+	}
+	return ownership.Pick(ownership.SessionID(agent, "private", session), live).Node
 }
 
 // sessionOn returns a session name rendezvous hashing places on want
@@ -131,6 +142,35 @@ func TestClusterFrontDoor(t *testing.T) {
 	if seq < 5 {
 		t.Fatalf("resume through n1 streamed %d frames: %v", seq, fs)
 	}
+
+	// The front door's cost (reported, not asserted): a send's and a
+	// resume's round trip to n2's session through n1 and at n2 itself,
+	// interleaved.
+	var viaFront, direct, rFront, rDirect []time.Duration
+	for i := 0; i < 10; i++ {
+		for k, run := range []string{w.run, run2} {
+			t0 := time.Now()
+			st := openStream(t, run, "ap", fmt.Sprintf(`{"op":"send","id":"rt-%d-%d","session":%q,"input":"echo x","workspace":%q}`, i, k, s, ws), fmt.Sprintf("rt-%d-%d", i, k))
+			<-st.ended
+			d := time.Since(t0)
+			t0 = time.Now()
+			if _, err := resumeAt(run, "ap", s, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			r := time.Since(t0)
+			if k == 0 {
+				viaFront, rFront = append(viaFront, d), append(rFront, r)
+			} else {
+				direct, rDirect = append(direct, d), append(rDirect, r)
+			}
+		}
+	}
+	med := func(ds []time.Duration) time.Duration {
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return ds[len(ds)/2]
+	}
+	t.Logf("front door: send round trip median %v via n1, %v at n2 (ratio %.2f); resume %v vs %v (ratio %.2f)",
+		med(viaFront), med(direct), float64(med(viaFront))/float64(med(direct)), med(rFront), med(rDirect), float64(med(rFront))/float64(med(rDirect)))
 
 	// Only a node certificate opens a link.
 	pair, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, "etcd-client.crt"), filepath.Join(tlsDir, "etcd-client.key"))

@@ -152,6 +152,20 @@ func main() {
 		delta("sleeping")
 		time.Sleep(time.Duration(s * float64(time.Second)))
 		delta(" awake")
+	case "slow":
+		// A slow run for the cluster test: SECONDS of deltas (4 a second)
+		// around one call of the tool named second (its result ends step 0).
+		s, _ := strconv.ParseFloat(arg(1), 64)
+		n := int(s * 2)
+		for i := 0; i < n; i++ {
+			delta(".")
+			time.Sleep(250 * time.Millisecond)
+		}
+		if env.Step == 0 {
+			call("t1", arg(2))
+			return
+		}
+		delta(" slow done")
 	case "spew":
 		n, _ := strconv.Atoi(arg(1))
 		chunk := strings.Repeat("x", 99) + "\n"

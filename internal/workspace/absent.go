@@ -39,10 +39,18 @@ const absentJSON = "{\"mcpServers\":{}}\n"
 
 var absentIDs sync.Map // safefs.Identity → true: every source made or checked
 
+// absentMu makes creating and checking a source one step: made in three
+// (create, write, chmod), a source another run checks halfway is "not as
+// made" (runs started together on a fresh node failed so). One daemon
+// owns a runtime directory (its lock), so a process-wide lock suffices.
+var absentMu sync.Mutex
+
 // AbsentSource opens (O_PATH) the absent source for the protected name
 // (its base name), creating it below runtime when missing. A source that
 // is not exactly as made (someone wrote into it) is refused.
 func AbsentSource(runtime, name string) (*os.File, string, error) {
+	absentMu.Lock()
+	defer absentMu.Unlock()
 	dir := filepath.Join(runtime, absentDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("absent source: %w", err)
