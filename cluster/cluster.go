@@ -3,13 +3,13 @@
 // node's runtime directory over the shared root (docs/cluster.md). Only
 // ctx-cluster links it.
 //
-// What a node does today: it joins (mutual TLS to etcd, one version per
-// cluster), reports every ownership deadline to its fence parent, serves
-// the sessions etcd lets it own (their logs segmented, fenced by epoch),
-// releases them when they passivate, adopts the sessions a lost node left
-// with an open run (failover.go), and exits 75 the moment its lease is
-// lost. Not yet: forwarding a request to another node's session
-// (it is refused naming the owner).
+// A node joins (mutual TLS to etcd, one version per cluster), reports
+// every ownership deadline to its fence parent, serves the sessions etcd
+// lets it own (their logs segmented, fenced by epoch, every frame fsynced
+// and checked against the deadline), carries requests for the others to
+// their owners (frontdoor.go), releases sessions when they passivate,
+// adopts the sessions a lost node left with an open run (failover.go),
+// and exits 75 the moment its lease is lost.
 package cluster
 
 import (
