@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,27 +113,14 @@ func resumeAt(run, agent, session string, timeout time.Duration) ([]frame, error
 	}
 }
 
-// nodePID is the node under a ctx-cluster daemon's fence parent (any
-// of the parent's threads may have forked it: /proc's stat, not its
-// children file).
+// nodePID is the node under a ctx-cluster daemon's fence parent.
 func nodePID(t *testing.T, n *clusterNode) int {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i > 0 {
-			if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(n.cmd.Process.Pid) {
-				return p
-			}
-		}
+	kids := childrenOf(n.cmd.Process.Pid)
+	if len(kids) != 1 {
+		t.Fatalf("the fence parent %d has children %v", n.cmd.Process.Pid, kids)
 	}
-	t.Fatalf("the fence parent %d has no child", n.cmd.Process.Pid)
-	return 0
+	return kids[0]
 }
 
 func ownersOf(st clusterStatus, agent string) map[string]string {
@@ -202,10 +188,9 @@ func TestClusterScale(t *testing.T) {
 		})
 	}
 	sess := func(i int) string { return fmt.Sprintf("s%03d", i) }
-	// Each session its own checkout under the shared prefix: the
-	// placeholders a run binds over a workspace's protected names are
-	// per node, so two nodes' runs in one workspace race on them (see
-	// docs/cluster.md "Not yet").
+	// Each session begins in its own checkout under the shared prefix;
+	// the 60 slow runs share one workspace across the nodes (each node
+	// leaves the placeholders it binds there: KeepAll).
 	root := ws
 	for i := 0; i < sessions+30; i++ {
 		if err := os.Mkdir(filepath.Join(root, sess(i)), 0o755); err != nil {
@@ -251,7 +236,7 @@ func TestClusterScale(t *testing.T) {
 	flights := make([]*stream, inFlight)
 	for i := range flights {
 		id := fmt.Sprintf("slow-%d", i)
-		flights[i] = openStream(t, runs[1+i%2], "slow", fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":"slow 12 mark","workspace":%q}`, id, sess(i), wsOf(i)), id)
+		flights[i] = openStream(t, runs[1+i%2], "slow", fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":"slow 12 mark","workspace":%q}`, id, sess(i), ws), id)
 	}
 	waitFor(t, "60 runs under way", 60*time.Second, func() bool {
 		for _, s := range flights {
@@ -404,7 +389,7 @@ func TestClusterScale(t *testing.T) {
 		line := fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":"echo %d","workspace":%q}`, id, sess(i), i, wsOf(i))
 		if i < inFlight && k%2 == 0 {
 			id = fmt.Sprintf("slow-%d", i)
-			line = fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":"slow 12 mark","workspace":%q}`, id, sess(i), wsOf(i))
+			line = fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":"slow 12 mark","workspace":%q}`, id, sess(i), ws)
 		}
 		s := openStream(t, runs[1+k%2], "slow", line, id)
 		select {
@@ -557,37 +542,15 @@ func dumpCluster(t *testing.T, w *world, nodes []*clusterNode, agent, session st
 	}
 }
 
-// allDescendants lists every live process under pid, from each process's
-// stat (a Go process forks from any thread: its children files split).
+// allDescendants lists every process under pid (childrenOf reads each
+// process's stat: a Go process forks from any thread, and a thread's
+// children file lists only its own).
 func allDescendants(pid int) []int {
-	parent := map[int]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[0] != "Z" {
-			parent[p], _ = strconv.Atoi(f[1])
-		}
-	}
 	var out []int
-	for p := range parent {
-		for q, n := parent[p], 0; q > 1 && n < 64; q, n = parent[q], n+1 {
-			if q == pid {
-				out = append(out, p)
-				break
-			}
-		}
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		kids := childrenOf(queue[0])
+		out = append(out, kids...)
+		queue = append(queue, kids...)
 	}
 	return out
 }

@@ -223,6 +223,12 @@ func (w *wiring) actors() component {
 		w.cfg = config.New(w.s, config.Services{Log: w.log, Procs: w.procs, Running: w.runs, Roots: w.roots,
 			Updates: w.updates, Cgroups: w.cgroups, MCP: w.mcp, Disk: w.disk, Fault: w.d.Fault, Warm: w.warm})
 		w.cfg.Cluster = w.d.Cluster
+		if w.d.Cluster != nil {
+			// A shared workspace's placeholders are bound by other nodes'
+			// runs too, which this node's registry does not count: a node
+			// never removes one (docs/cluster.md "Not yet, and known limits").
+			w.cfg.Placeholders.KeepAll()
+		}
 		cfg, launcher, loops := w.cfg, w.launcher, &w.loops
 		rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{cfg: cfg, launcher: launcher, loops: loops} },
 			actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.RestartDirective })))

@@ -42,6 +42,8 @@ type Registry struct {
 	// them: a sandbox holds one descriptor per workspace, not one per
 	// protected name (descriptors independent of the load).
 	dirs map[safefs.Identity]*heldDir
+	// keepAll: KeepAll.
+	keepAll bool
 }
 
 type heldDir struct {
@@ -60,6 +62,17 @@ type placeholder struct {
 	refs int
 	id   safefs.Identity
 	dir  bool
+}
+
+// KeepAll makes the registry leave every placeholder in place when its
+// last use here ends. A cluster node sets it: other nodes' sandboxes may
+// be bound over the same placeholder in a shared workspace, and only the
+// nodes together know when none is. A placeholder left keeps its
+// signature: git never lists it, and the next run adopts it.
+func (r *Registry) KeepAll() {
+	r.mu.Lock()
+	r.keepAll = true
+	r.mu.Unlock()
 }
 
 // NewRegistry returns an empty registry.
@@ -244,8 +257,8 @@ func (r *Registry) releaseLocked(k phKey) {
 		}
 	}()
 	parent := d.f
-	if signature(parent, k.name, p.id) < 0 {
-		return // changed since: not ours any more
+	if r.keepAll || signature(parent, k.name, p.id) < 0 {
+		return // kept (KeepAll), or changed since: not ours any more
 	}
 	flags := 0
 	if p.dir {

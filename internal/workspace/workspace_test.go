@@ -485,3 +485,26 @@ func TestAbsentSource(t *testing.T) {
 		t.Error("a changed .mcp.json source was accepted")
 	}
 }
+
+// A cluster node's registry (KeepAll) leaves its placeholders: another
+// node's sandbox may be bound over the same one in a shared workspace.
+// The next use adopts the one left.
+func TestPlaceholdersKeptByACluster(t *testing.T) {
+	ws := t.TempDir()
+	d, _ := Open(ws, Options{Homes: []string{}})
+	defer d.Close()
+	r := NewRegistry()
+	r.KeepAll()
+	for i := range 2 {
+		f, ph, rel, err := r.AcquireFor("run-1", d.File, ".envrc", false)
+		if err != nil || !ph {
+			t.Fatalf("use %d: %v %v", i, ph, err)
+		}
+		f.Close()
+		rel()
+		r.EndRun("run-1")
+		if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err != nil {
+			t.Fatalf("use %d: the placeholder went: %v", i, err)
+		}
+	}
+}
