@@ -46,6 +46,8 @@ const (
 	// to serve its session: longer than a lost node's lease (TTL) plus
 	// the failover that follows.
 	patience = 30 * time.Second
+	// agentWait bounds the wait for a new definition's socket (dialAgent).
+	agentWait = 3 * time.Second
 	// maxMoves bounds how often one request follows a session that moved
 	// (not_owner answers) before the client is told.
 	maxMoves = 5
@@ -114,10 +116,7 @@ func (n *node) serveLink(ctx context.Context, c *tls.Conn, l layout.Layout, log 
 		refuse(ipc.CodeBadRequest, "this cluster serves uid %d only", os.Getuid())
 		return
 	}
-	var d net.Dialer
-	dctx, cancel := context.WithTimeout(ctx, linkDialTimeout)
-	own, err := d.DialContext(dctx, "unix", l.RuntimeAgentSocket(h.Agent))
-	cancel()
+	own, err := dialAgent(ctx, l, h.Agent)
 	if err != nil {
 		refuse(ipc.CodeUnknownAgent, "node %s serves no agent %s: %v", n.cfg.Node, h.Agent, err)
 		return
@@ -144,6 +143,31 @@ func (n *node) serveLink(ctx context.Context, c *tls.Conn, l layout.Layout, log 
 	c.Close()
 	own.Close()
 	<-done
+}
+
+// dialAgent dials this node's socket of agent. A definition just made on
+// the shared root gets its socket here at the node's next scan of agent/
+// (supervisor.ScanInterval): while the definition exists, it is tried
+// again until agentWait.
+func dialAgent(ctx context.Context, l layout.Layout, agent string) (net.Conn, error) {
+	deadline := time.Now().Add(agentWait)
+	for {
+		var d net.Dialer
+		dctx, cancel := context.WithTimeout(ctx, linkDialTimeout)
+		c, err := d.DialContext(dctx, "unix", l.RuntimeAgentSocket(agent))
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		if _, serr := os.Stat(l.AgentControl(agent)); serr != nil || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Forward is config.Cluster's front door: it carries req to owner and

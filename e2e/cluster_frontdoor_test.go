@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -207,5 +208,45 @@ func TestClusterFrontDoor(t *testing.T) {
 	tc.Close()
 	if !strings.Contains(string(all), `"code":"bad_request"`) || strings.Contains(string(all), `"seq"`) {
 		t.Fatalf("a link for another uid got %q", all)
+	}
+}
+
+// Three nodes started at once on a fresh shared root: each installs the
+// helper binaries and the toolset there (temporary file and rename; the
+// toolset under its directory's lock), every install is whole, and each
+// node serves.
+func TestClusterNodesStartTogether(t *testing.T) {
+	w, tlsDir, etcd, ws := newCluster(t)
+	base := filepath.Dir(w.run)
+	runs := []string{w.run, filepath.Join(base, "run2"), filepath.Join(base, "run3")}
+	nodes := make([]*clusterNode, 3)
+	for i, name := range []string{"n1", "n2", "n3"} {
+		nodes[i] = launchNode(t, w, runs[i], tlsDir, etcd, name, []string{ws})
+	}
+	for i, name := range []string{"n1", "n2", "n3"} {
+		nodes[i].waitServing(t, runs[i], name)
+	}
+	w.agent("a", nil)
+	for _, bin := range []string{"tsh", "ctxterm"} {
+		want, _ := os.ReadFile(filepath.Join(binDir, bin))
+		var got []byte
+		waitFor(t, "bin/"+bin+" installed whole", 20*time.Second, func() bool {
+			got, _ = os.ReadFile(filepath.Join(w.root, "bin", bin))
+			return len(got) == len(want)
+		})
+		if string(got) != string(want) {
+			t.Fatalf("bin/%s on the shared root differs from the build's", bin)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(w.root, "bin", ".*tmp*"))
+	if len(left) > 0 {
+		t.Errorf("temporary files left on the shared root: %v", left)
+	}
+	for i := range runs {
+		cmd := exec.Command(w.ctxBin, "agent", "send", "a", "--session", fmt.Sprintf("t%d", i), "echo", "together")
+		cmd.Env, cmd.Dir = w.env("CTX_RUNTIME_DIR="+runs[i]), ws
+		if r := w.runCmd(cmd); r.code != 0 || r.stdout != "echo: together\n" {
+			t.Fatalf("send through node %d: %d %q %q\n%s", i+1, r.code, r.stdout, r.stderr, nodes[i].log)
+		}
 	}
 }

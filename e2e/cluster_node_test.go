@@ -57,6 +57,14 @@ func startEtcd(t *testing.T, tlsDir string) string {
 // startNode starts one node serving w's root and runtime directory.
 func startNode(t *testing.T, w *world, run, tlsDir, etcd, node string, shared []string) *clusterNode {
 	t.Helper()
+	n := launchNode(t, w, run, tlsDir, etcd, node, shared)
+	n.waitServing(t, run, node)
+	return n
+}
+
+// launchNode starts a node without waiting for it to serve.
+func launchNode(t *testing.T, w *world, run, tlsDir, etcd, node string, shared []string) *clusterNode {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), node+".json")
 	listen := freePort(t)
 	b, _ := json.Marshal(map[string]any{"cluster": "c1", "node": node, "listen": listen, "etcd": []string{etcd},
@@ -80,11 +88,17 @@ func startNode(t *testing.T, w *world, run, tlsDir, etcd, node string, shared []
 			n.cmd.Process.Kill()
 		}
 	})
+	return n
+}
+
+// waitServing waits for the node's system socket.
+func (n *clusterNode) waitServing(t *testing.T, run, node string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if c, err := net.Dial("unix", run+"/system.sock"); err == nil {
 			c.Close()
-			return n
+			return
 		}
 		select {
 		case <-n.done:
