@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -118,20 +117,9 @@ func (n *node) adopt(ctx context.Context, live *ownership.LiveSet, l layout.Layo
 func resumeOwn(ctx context.Context, l layout.Layout, agent, scope, session string) error {
 	ctx, cancel := context.WithTimeout(ctx, adoptTimeout)
 	defer cancel()
-	// At the node's start its agent sockets come up with the first scan
-	// of the definitions: try until the deadline.
-	var c net.Conn
-	for {
-		var d net.Dialer
-		var err error
-		if c, err = d.DialContext(ctx, "unix", l.RuntimeAgentSocket(agent)); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(200 * time.Millisecond):
-		}
+	c, err := dialAgent(ctx, l, agent, adoptTimeout)
+	if err != nil {
+		return err
 	}
 	defer c.Close()
 	if dl, ok := ctx.Deadline(); ok {

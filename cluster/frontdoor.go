@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cortexfs/ctx/internal/clustercert"
@@ -116,7 +117,7 @@ func (n *node) serveLink(ctx context.Context, c *tls.Conn, l layout.Layout, log 
 		refuse(ipc.CodeBadRequest, "this cluster serves uid %d only", os.Getuid())
 		return
 	}
-	own, err := dialAgent(ctx, l, h.Agent)
+	own, err := dialAgent(ctx, l, h.Agent, agentWait)
 	if err != nil {
 		refuse(ipc.CodeUnknownAgent, "node %s serves no agent %s: %v", n.cfg.Node, h.Agent, err)
 		return
@@ -147,10 +148,11 @@ func (n *node) serveLink(ctx context.Context, c *tls.Conn, l layout.Layout, log 
 
 // dialAgent dials this node's socket of agent. A definition just made on
 // the shared root gets its socket here at the node's next scan of agent/
-// (supervisor.ScanInterval): while the definition exists, it is tried
-// again until agentWait.
-func dialAgent(ctx context.Context, l layout.Layout, agent string) (net.Conn, error) {
-	deadline := time.Now().Add(agentWait)
+// (supervisor.ScanInterval), and a starting node's sockets come up with
+// its first scan: while the definition exists, it is tried again until
+// wait has passed.
+func dialAgent(ctx context.Context, l layout.Layout, agent string, wait time.Duration) (net.Conn, error) {
+	deadline := time.Now().Add(wait)
 	for {
 		var d net.Dialer
 		dctx, cancel := context.WithTimeout(ctx, linkDialTimeout)
@@ -300,13 +302,14 @@ func (f *forwarding) relay(ctx context.Context, link net.Conn, owner string) (an
 	// The link ends with the client, the node's context, or a new owner.
 	stop := make(chan struct{})
 	defer close(stop)
-	var movedFlag sync.Once
-	var movedSeen bool
+	// movedSeen is set before the watcher closes the link, so the reader
+	// that fails on that close sees it.
+	var movedSeen atomic.Bool
 	go func() {
 		for {
 			changed := f.n.owners.Changed()
 			if o, ok := f.cachedOwner(); ok && o.Node != owner || !ok && !f.n.isLive(owner) {
-				movedFlag.Do(func() { movedSeen = true })
+				movedSeen.Store(true)
 				link.Close()
 				return
 			}
@@ -333,8 +336,7 @@ func (f *forwarding) relay(ctx context.Context, link net.Conn, owner string) (an
 	for {
 		line, err := lr.Next()
 		if err != nil {
-			movedFlag.Do(func() {})
-			return false, movedSeen, progress
+			return false, movedSeen.Load(), progress
 		}
 		progress = true
 		var fr linkFrame

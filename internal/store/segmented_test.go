@@ -287,3 +287,35 @@ func TestSegmentedReopenWithinOwnership(t *testing.T) {
 		t.Fatalf("a reopen's PrevOwner %q, want none", l3.PrevOwner())
 	}
 }
+
+// TestSegmentedFence: a cluster owner's log (Fence set) fsyncs every
+// batch, deltas too, and checks the fence after the fsync: once it fails
+// (the ownership deadline passed) the append returns no record — nothing
+// to release — and every later append is refused.
+func TestSegmentedFence(t *testing.T) {
+	l, _ := mustOpenSegmented(t, t.TempDir(), 3)
+	defer l.Close()
+	n := countSyncs(t, nil)
+	past := false
+	l.Fence = func() error {
+		if past {
+			return errors.New("deadline passed")
+		}
+		return nil
+	}
+	if _, err := l.AppendBatch([]ipc.Frame{{Type: ipc.TypeStart, Run: "r"}, {Type: ipc.TypeDelta, Run: "r", Text: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if *n != 1 {
+		t.Fatalf("a batch of deltas on a fenced log: %d fsyncs, want 1", *n)
+	}
+	past = true
+	recs, err := l.AppendBatch([]ipc.Frame{{Type: ipc.TypeDelta, Run: "r", Text: "y"}})
+	if err == nil || recs != nil || *n != 2 {
+		t.Fatalf("past the fence: %v %v, %d fsyncs (want the fsync, then the refusal)", recs, err, *n)
+	}
+	past = false
+	if _, err := l.AppendBatch([]ipc.Frame{{Type: ipc.TypeDelta, Run: "r", Text: "z"}}); err == nil {
+		t.Fatal("an append after the fence failed was taken")
+	}
+}
