@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -34,6 +36,9 @@ func ensureUser(t *testing.T, name string) (uid, gid int) {
 	return uid, gid
 }
 
+// errDial marks a failed dial in TestSocketPeerCredentials' ask.
+var errDial = errors.New("dial")
+
 // TestSocketPeerCredentials: a daemon run by an ordinary user serves that
 // user only on its agent sockets — root included in the refusal — while its
 // system socket also answers root. The check is SO_PEERCRED, made before
@@ -62,7 +67,9 @@ func TestSocketPeerCredentials(t *testing.T) {
 	}
 	defer func() { d.Process.Signal(os.Interrupt); d.Wait() }()
 	sock := filepath.Join(w.run, "agent", "own.sock")
-	waitFor(t, "the user's daemon", 10*time.Second, func() bool { _, err := os.Stat(sock); return err == nil })
+	// "serving" is logged once the socket listens: the file alone exists
+	// from bind on, and a dial before listen is refused by the kernel.
+	waitFor(t, "the user's daemon", 10*time.Second, func() bool { return strings.Contains(log.String(), "msg=serving") })
 	// Open the files up so only the peer-credential check can refuse.
 	os.Chmod(w.run, 0o777)
 	os.Chmod(filepath.Dir(sock), 0o777)
@@ -72,15 +79,19 @@ func TestSocketPeerCredentials(t *testing.T) {
 	ask := func(path string) (string, error) {
 		c, err := net.Dial("unix", path)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("%w: %v", errDial, err)
 		}
 		defer c.Close()
 		c.Write([]byte(`{"op":"ping"}` + "\n"))
 		c.SetReadDeadline(time.Now().Add(3 * time.Second))
 		return bufio.NewReader(c).ReadString('\n')
 	}
-	if line, err := ask(sock); err == nil && strings.Contains(line, "pong") {
+	// The refusal is a connection closed before any answer — not a dial
+	// that failed, which would prove nothing.
+	if line, err := ask(sock); err == nil {
 		t.Errorf("root was served on the user's agent socket: %q", line)
+	} else if errors.Is(err, errDial) {
+		t.Fatalf("root could not reach the user's agent socket: %v\n%s", err, log.String())
 	}
 	if line, err := ask(w.run + "/system.sock"); err != nil || !strings.Contains(line, "pong") {
 		t.Errorf("root refused on the system socket: %q %v", line, err)
