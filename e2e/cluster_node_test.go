@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,16 +25,35 @@ type clusterNode struct {
 	done   chan struct{}
 }
 
-// freePort returns a loopback port nothing listens on now.
+// freePort returns a loopback address nothing listens on now, below the
+// kernel's ephemeral range (ip_local_port_range, 32768 up by default) and
+// never handed out twice in this process: a port from ":0" closed again
+// could become the local port of any outgoing connection of a parallel
+// test before the node binds it.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		if portsUsed[p] {
+			continue
+		}
+		portsUsed[p] = true
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free loopback port in 20000-31999")
+	return ""
 }
+
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
 
 // startEtcd runs ctx-etcd-test over https with init's certificates.
 func startEtcd(t *testing.T, tlsDir string) string {
