@@ -31,10 +31,11 @@ func run() int {
 		fmt.Println("ctx " + version.Version)
 		return 0
 	}
-	// Kong builds the model of only the command args name (cli.Grammar).
-	parser, err := kong.New(cli.Grammar(os.Args[1:]), kong.Name("ctx"),
-		kong.Description("CortexFS agent runtime: durable sessions, sandboxed tools, a terminal into the agent's shell."),
-		kong.UsageOnError(), kong.Vars{"version": "ctx " + version.Version})
+	if bakedHelpServes(os.Args[1:], helpWidth(os.Stdout)) {
+		os.Stdout.WriteString(bakedHelp)
+		return 0
+	}
+	parser, err := newParser(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ctx:", err)
 		return cli.ExitUsage
@@ -60,6 +61,16 @@ func run() int {
 		return code
 	}
 	return 0
+}
+
+// newParser is the CLI's kong parser for args. Kong builds the model of
+// only the command args name (cli.Grammar). Help is wrapped at the
+// terminal's width up to helpWrap columns.
+func newParser(args []string, opts ...kong.Option) (*kong.Kong, error) {
+	return kong.New(cli.Grammar(args), append([]kong.Option{kong.Name("ctx"),
+		kong.Description("CortexFS agent runtime: durable sessions, sandboxed tools, a terminal into the agent's shell."),
+		kong.UsageOnError(), kong.Vars{"version": "ctx " + version.Version},
+		kong.ConfigureHelp(kong.HelpOptions{WrapUpperBound: helpWrap})}, opts...)...)
 }
 
 func isSilent(err error) bool {
