@@ -176,14 +176,8 @@ func Parse(kind Kind, file string, data []byte) (*Policy, error) {
 // component is opened without following a symlink.
 func Load(kind Kind, path string) (*Policy, error) {
 	f, _, err := safefs.OpenRegular(path)
-	if errors.Is(err, safefs.ErrNotRegular) {
-		return nil, &ParseError{File: path, Msg: "not a regular file", Kind: ErrInvalid}
-	}
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%s %s: %w", kind, path, err)
+		return nil, loadErr(kind, path, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
@@ -191,6 +185,29 @@ func Load(kind Kind, path string) (*Policy, error) {
 		return nil, fmt.Errorf("%s %s: %w", kind, path, err)
 	}
 	return Parse(kind, path, data)
+}
+
+// LoadAt is Load of rel below the directory descriptor dirfd (path names
+// the same file in errors and rules): for a caller deciding for many tools
+// of one directory.
+func LoadAt(kind Kind, dirfd int, rel, path string) (*Policy, error) {
+	data, err := safefs.ReadRegularAt(dirfd, rel, path, MaxSize+1)
+	if err != nil {
+		return nil, loadErr(kind, path, err)
+	}
+	return Parse(kind, path, data)
+}
+
+// loadErr is Load's answer to an open that failed: an absent file is no
+// policy (nil, nil); anything else fails.
+func loadErr(kind Kind, path string, err error) error {
+	if errors.Is(err, safefs.ErrNotRegular) {
+		return &ParseError{File: path, Msg: "not a regular file", Kind: ErrInvalid}
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", kind, path, err)
 }
 
 // Match applies p to subject (a tool name or an agent label, "" for no label).
@@ -251,18 +268,26 @@ func Decide(agentPolicy, toolPolicy *Policy, toolName, agentLabel string) Decisi
 // error (which names file:line) as the reason. Empty paths are absent files.
 func DecideFiles(agentPolicyPath, toolPolicyPath, toolName, agentLabel string) Decision {
 	var ap, tp *Policy
-	var err error
+	var aerr, terr error
 	if agentPolicyPath != "" {
-		if ap, err = Load(AgentPolicy, agentPolicyPath); err != nil {
-			return Decision{Layer: LayerAgent, Reason: "invalid policy, failing closed: " + err.Error()}
-		}
+		ap, aerr = Load(AgentPolicy, agentPolicyPath)
 	}
 	if toolPolicyPath != "" {
-		if tp, err = Load(ToolPolicy, toolPolicyPath); err != nil {
-			return Decision{Layer: LayerTool, Reason: "invalid policy, failing closed: " + err.Error()}
-		}
+		tp, terr = Load(ToolPolicy, toolPolicyPath)
 	}
-	return Decide(ap, tp, toolName, agentLabel)
+	return DecideLoaded(ap, aerr, tp, terr, toolName, agentLabel)
+}
+
+// DecideLoaded is DecideFiles with both files already loaded (Load's
+// results): an error fails closed, the agent's layer first.
+func DecideLoaded(agentPolicy *Policy, agentErr error, toolPolicy *Policy, toolErr error, toolName, agentLabel string) Decision {
+	if agentErr != nil {
+		return Decision{Layer: LayerAgent, Reason: "invalid policy, failing closed: " + agentErr.Error()}
+	}
+	if toolErr != nil {
+		return Decision{Layer: LayerTool, Reason: "invalid policy, failing closed: " + toolErr.Error()}
+	}
+	return Decide(agentPolicy, toolPolicy, toolName, agentLabel)
 }
 
 // mcpToolFirst, mcpToolRest: an MCP tool name (the part after SERVER.).

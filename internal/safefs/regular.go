@@ -47,3 +47,40 @@ func ReadRegular(path string, limit int64) ([]byte, error) {
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, limit))
 }
+
+// ReadRegularAt reads at most limit bytes of rel below the directory
+// descriptor dirfd, opened as OpenRegular opens a path (the last
+// component never followed, a FIFO never blocking, anything but a regular
+// file refused with ErrNotRegular), without an *os.File: a caller reading
+// many small files of one directory pays no path walk from / and no
+// poller registration for each. Errors are *fs.PathError naming path.
+func ReadRegularAt(dirfd int, rel, path string, limit int64) ([]byte, error) {
+	fd, err := unix.Openat(dirfd, rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+	}
+	var out []byte
+	buf := make([]byte, min(limit, max(st.Size+1, 512)))
+	for int64(len(out)) < limit {
+		n, err := unix.Read(fd, buf[:min(int64(len(buf)), limit-int64(len(out)))])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		out = append(out, buf[:n]...)
+	}
+	return out, nil
+}

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -24,6 +25,43 @@ func TestOpenRegular(t *testing.T) {
 	for name, want := range map[string]error{"link": syscall.ELOOP, "fifo": ErrNotRegular, ".": ErrNotRegular, "absent": fs.ErrNotExist} {
 		if _, err := ReadRegular(filepath.Join(dir, name), 4); !errors.Is(err, want) {
 			t.Errorf("%s: %v, want %v", name, err, want)
+		}
+	}
+}
+
+// TestReadRegularAt: the same answers as ReadRegular, below a directory
+// descriptor, for every kind of entry and limit; errors name the path given.
+func TestReadRegularAt(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("0123456789"), 0o644)
+	os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644)
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sub", "g"), []byte("gg"), 0o644)
+	os.Symlink(filepath.Join(dir, "f"), filepath.Join(dir, "link"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, c := range []struct {
+		rel   string
+		limit int64
+	}{{"f", 4}, {"f", 10}, {"f", 11}, {"f", 1000}, {"empty", 5}, {"sub/g", 5}, {"link", 4}, {"fifo", 4}, {".", 4}, {"sub", 4}, {"absent", 4}, {"sub/absent", 4}} {
+		want, werr := ReadRegular(filepath.Join(dir, c.rel), c.limit)
+		got, gerr := ReadRegularAt(int(d.Fd()), c.rel, "shown/"+c.rel, c.limit)
+		if string(got) != string(want) || (werr == nil) != (gerr == nil) {
+			t.Errorf("%s/%d: %q %v, ReadRegular %q %v", c.rel, c.limit, got, gerr, want, werr)
+		}
+		for _, e := range []error{syscall.ELOOP, ErrNotRegular, fs.ErrNotExist} {
+			if errors.Is(werr, e) != errors.Is(gerr, e) {
+				t.Errorf("%s: %v, ReadRegular %v", c.rel, gerr, werr)
+			}
+		}
+		if gerr != nil && !strings.Contains(gerr.Error(), "shown/"+c.rel) {
+			t.Errorf("%s: the error does not name the path: %v", c.rel, gerr)
 		}
 	}
 }

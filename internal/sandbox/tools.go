@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
@@ -10,6 +11,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/policy"
 	"github.com/cortexfs/ctx/internal/toolpath"
+	"golang.org/x/sys/unix"
 )
 
 // ToolView says which tool files a view shows. The view is the authority:
@@ -97,26 +99,17 @@ func DecideUpdate(l layout.Layout, def *agentdef.Def) policy.Decision {
 // directory whose tree cannot be made (another filesystem's rules, too
 // many entries) is shown bind by bind all the same.
 func toolMounts(l layout.Layout, def *agentdef.Def, trees bool) (tmpfs []string, mounts []bwrap.Mount, remount []string) {
+	// The agent's policy is read once for the view, not once per tool.
+	ap, aerr := policy.Load(policy.AgentPolicy, filepath.Join(def.Control, "policy"))
 	for _, d := range ToolDirs(l, def.CTXPath) {
-		ents, err := os.ReadDir(d.Host)
+		names, qk, qerr, err := listTools(d.Host, def.Label, ap, aerr)
 		if err != nil {
 			// Absent: an empty directory in the view.
 			tmpfs, remount = append(tmpfs, d.Sandbox), append(remount, d.Sandbox)
 			continue
 		}
-		var names []string
-		for _, e := range ents {
-			name := e.Name()
-			if strings.HasSuffix(name, ".d") || layout.CheckName("tool", name) != nil || !e.Type().IsRegular() {
-				continue
-			}
-			if !DecideTool(def, d.Host, name).Allowed { // Denied tools are absent
-				continue
-			}
-			names = append(names, name)
-		}
 		if trees {
-			if tree, err := toolTree(d.Host, names); err == nil {
+			if tree, err := toolTree(d.Host, names, qk, qerr); err == nil {
 				mounts = append(mounts, bwrap.Mount{Src: tree, Dst: d.Sandbox})
 				continue
 			}
@@ -131,4 +124,65 @@ func toolMounts(l layout.Layout, def *agentdef.Def, trees bool) (tmpfs []string,
 		}
 	}
 	return tmpfs, mounts, remount
+}
+
+// listTools reads the tool directory host through one descriptor: the
+// names of its regular files the agent (label, its policy loaded as ap,
+// aerr) may use — DecideTool's verdict for each — and the quick key of
+// their tree (quickKey), from one fstatat of each tool and of its .d/.
+// A tool's policy is read only when its .d/ exists: <name>.d/policy
+// below a missing .d/ is absent all the same. Per tool that is two or
+// three syscalls relative to the directory, where each verdict was two
+// opens and the key two lstats from / (docs/performance.md).
+func listTools(host, label string, ap *policy.Policy, aerr error) (names []string, qk string, qerr, err error) {
+	dir, err := os.Open(host)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	defer dir.Close()
+	ents, err := dir.ReadDir(-1)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	// In name order, as os.ReadDir gives them: the view's binds and the
+	// tree's key do not depend on the directory's hash order.
+	slices.SortFunc(ents, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	dfd := int(dir.Fd())
+	key := newQuickKey(host)
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasSuffix(name, ".d") || layout.CheckName("tool", name) != nil || !e.Type().IsRegular() {
+			continue
+		}
+		var dst unix.Stat_t
+		derr := fstatat(dfd, name+".d", &dst)
+		var tp *policy.Policy
+		var terr error
+		if derr != unix.ENOENT {
+			rel := name + ".d/policy"
+			tp, terr = policy.LoadAt(policy.ToolPolicy, dfd, rel, filepath.Join(host, rel))
+		}
+		if !policy.DecideLoaded(ap, aerr, tp, terr, name, label).Allowed { // Denied tools are absent
+			continue
+		}
+		names = append(names, name)
+		if qerr != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if qerr = key.add(name, &st, fstatat(dfd, name, &st)); qerr == nil {
+			qerr = key.add(name+".d", &dst, derr)
+		}
+	}
+	return names, key.sum(), qerr, nil
+}
+
+// fstatat is lstat of rel below dirfd, retried on EINTR.
+func fstatat(dirfd int, rel string, st *unix.Stat_t) error {
+	for {
+		err := unix.Fstatat(dirfd, rel, st, unix.AT_SYMLINK_NOFOLLOW)
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }

@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/policy"
 )
 
 // TestToolView: an agent step's view mounts no tool file; a tool's view
@@ -227,4 +229,75 @@ func toolView(t *testing.T) (View, string) {
 	sys := v.Layout.ToolDir()
 	os.MkdirAll(sys, 0o755)
 	return v, sys
+}
+
+// TestListToolsIsDecideTool: the names a view's listing shows are exactly
+// the regular files DecideTool allows, in name order — for tools with and
+// without a .d/, a .d/ that is a symlink, a denying, an invalid (fails
+// closed) and a non-regular policy, an agent policy that is invalid —
+// and the quick key changes when a tool is replaced. spec: V3
+func TestListToolsIsDecideTool(t *testing.T) {
+	v := view(t)
+	l := v.Layout
+	v.Def.Control = l.AgentControl("a")
+	os.MkdirAll(v.Def.Control, 0o755)
+	dir := l.ToolDir()
+	os.MkdirAll(dir, 0o755)
+	tool := func(name string) { os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755) }
+	policyOf := func(name, text string) {
+		os.MkdirAll(filepath.Join(dir, name+".d"), 0o755)
+		os.WriteFile(filepath.Join(dir, name+".d", "policy"), []byte(text), 0o644)
+	}
+	for _, n := range []string{"zeta", "alpha", "nod", "withd", "deny", "invalid", "fifo", "linked", "other"} {
+		tool(n)
+	}
+	os.MkdirAll(filepath.Join(dir, "withd.d"), 0o755)
+	policyOf("deny", "deny label *\n")
+	policyOf("invalid", "allow sometimes\n")
+	os.MkdirAll(filepath.Join(dir, "fifo.d"), 0o755)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.d", "policy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	policyOf("other", "deny label *\n")
+	os.Symlink(filepath.Join(dir, "other.d"), filepath.Join(dir, "linked.d")) // followed, as a path open would
+	os.Mkdir(filepath.Join(dir, "adir"), 0o755)
+	os.Symlink(filepath.Join(dir, "alpha"), filepath.Join(dir, "asym"))
+
+	check := func(label string) string {
+		t.Helper()
+		v.Def.Label = label
+		ap, aerr := policy.Load(policy.AgentPolicy, filepath.Join(v.Def.Control, "policy"))
+		names, qk, qerr, err := listTools(dir, label, ap, aerr)
+		if err != nil || qerr != nil {
+			t.Fatal(err, qerr)
+		}
+		ents, _ := os.ReadDir(dir)
+		var want []string
+		for _, e := range ents {
+			if e.Type().IsRegular() && !strings.HasSuffix(e.Name(), ".d") && DecideTool(v.Def, dir, e.Name()).Allowed {
+				want = append(want, e.Name())
+			}
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("label %q: listed %v, DecideTool allows %v", label, names, want)
+		}
+		return qk
+	}
+	qk := check("")
+	check("trusted")
+	if got := check(""); got != qk {
+		t.Error("the quick key changed with nothing changed")
+	}
+	os.Remove(filepath.Join(dir, "alpha"))
+	tool("alpha")
+	if check("") == qk {
+		t.Error("the quick key did not change when a tool was replaced")
+	}
+	os.WriteFile(filepath.Join(v.Def.Control, "policy"), []byte("allow tool alpha\nallow tool zeta\n"), 0o644)
+	check("")
+	os.WriteFile(filepath.Join(v.Def.Control, "policy"), []byte("allow nothing-valid\n"), 0o644)
+	ap, aerr := policy.Load(policy.AgentPolicy, filepath.Join(v.Def.Control, "policy"))
+	if names, _, _, _ := listTools(dir, "", ap, aerr); len(names) != 0 || aerr == nil {
+		t.Errorf("an invalid agent policy listed %v (%v)", names, aerr)
+	}
 }

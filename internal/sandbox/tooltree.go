@@ -5,14 +5,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A tool tree is one prepared directory holding exactly the tools a view
@@ -68,8 +72,7 @@ type treeEntry struct {
 // sees (a tool or its .d/ replaced, a file made, removed or renamed in the
 // .d/ itself — its tool.json, its policy) makes another tree at once; a
 // change deeper inside a .d/ shows within treeRecheck.
-func toolTree(host string, names []string) (string, error) {
-	qk, qerr := quickKey(host, names)
+func toolTree(host string, names []string, qk string, qerr error) (string, error) {
 	if qerr == nil {
 		if dir, ok := treeCache.get(qk); ok {
 			return dir, nil
@@ -122,26 +125,40 @@ func (q *quickTrees) put(k, dir string) {
 }
 
 // quickKey names what a tree holds as far as one lstat of each tool and
-// of its .d/ tells.
-func quickKey(host string, names []string) (string, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "%q\n", host)
-	for _, n := range names {
-		for _, rel := range []string{n, n + ".d"} {
-			var st syscall.Stat_t
-			err := syscall.Lstat(filepath.Join(host, rel), &st)
-			switch {
-			case err == nil:
-				fmt.Fprintf(h, "%q %o %d:%d:%d:%d.%d:%d:%d\n", rel, st.Mode, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Uid, st.Gid)
-			case errors.Is(err, syscall.ENOENT):
-				fmt.Fprintf(h, "%q -\n", rel)
-			default:
-				return "", err
-			}
-		}
-	}
-	return string(h.Sum(nil)), nil
+// of its .d/ tells (listTools takes them, in the names' order).
+type quickKey struct {
+	h   hash.Hash
+	buf []byte
 }
+
+func newQuickKey(host string) *quickKey {
+	k := &quickKey{h: sha256.New()}
+	k.buf = strconv.AppendQuote(k.buf[:0], host)
+	k.h.Write(append(k.buf, '\n'))
+	return k
+}
+
+// add records rel's lstat (st, err): absent (ENOENT) is a key too; any
+// other error means no key.
+func (k *quickKey) add(rel string, st *unix.Stat_t, err error) error {
+	b := strconv.AppendQuote(k.buf[:0], rel)
+	switch {
+	case err == nil:
+		for i, v := range []uint64{uint64(st.Mode), st.Dev, st.Ino, uint64(st.Size), uint64(st.Mtim.Sec), uint64(st.Mtim.Nsec), uint64(st.Uid), uint64(st.Gid)} {
+			b = append(b, "  :::.::"[i])
+			b = strconv.AppendUint(b, v, 10)
+		}
+	case errors.Is(err, unix.ENOENT):
+		b = append(b, " -"...)
+	default:
+		return err
+	}
+	k.buf = append(b, '\n')
+	k.h.Write(k.buf)
+	return nil
+}
+
+func (k *quickKey) sum() string { return string(k.h.Sum(nil)) }
 
 // makeTree names the tree of names by everything it holds and returns it,
 // made now when it does not exist yet.
