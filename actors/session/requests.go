@@ -120,8 +120,15 @@ func (a *Actor) start(c actor.Context, p *pending) {
 	self, root := c.Self(), c.ActorSystem().Root
 	a.active.release = a.cfg.Updates.Register(a.key.Agent, a.key.Name, id, func(k *ctlsock.Ask) { root.Send(self, &updateAsked{ask: k}) })
 	a.active.spec = run.Spec{Agent: a.key.Agent, RunID: id, ReqID: req.ID, Op: req.Op, Session: a.key.Name, Scope: a.key.Scope,
-		Input: input, Images: req.Images, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd, History: historyJSON(a.msgs), HistoryMsgs: promptHistory(a.msgs),
+		Input: input, Images: req.Images, Args: req.Args, Workspace: req.Workspace, Cwd: req.Cwd,
 		Attempts: &atomic.Int32{}}
+	if req.Op == ipc.OpSend {
+		// Only an agent's steps read the history (its envelope, its
+		// prompt); a tsh op runs one call. Rendering it is a marshal of up
+		// to MaxHistory on this actor: most of a warm tsh op's daemon CPU
+		// in a long session.
+		a.active.spec.History, a.active.spec.HistoryMsgs = historyJSON(a.msgs), promptHistory(a.msgs)
+	}
 	a.active.spec.Digest = req.Digest()
 	if req.Op == ipc.OpSend {
 		// spec: P5 — the user message is durable before anything runs: the
