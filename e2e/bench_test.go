@@ -21,6 +21,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/sandbox"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // BenchmarkSendVsDirect measures, interleaved in one run, the round trip of
@@ -235,12 +236,21 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 	m := cgroup.New(context.Background(), os.Getuid(), w.root+"-bench", nil)
 	defer m.Release()
 	ws := b.TempDir()
+	placeholders := workspace.NewRegistry()
 	call := func(i int, place, enter bool) time.Duration {
 		t0 := time.Now()
 		run := "run-" + strconv.Itoa(i) + "-bench"
-		// The view of a tool call (actors/tool): the policy's tools, as a tool tree.
-		v := sandbox.View{Layout: l, Def: def, Session: "bench", Run: run, Workspace: ws, Tools: sandbox.CallTools}
-		o := proc.Options{Bwrap: "/usr/bin/bwrap", Spec: v.Spec([]string{"/ctx/tool/clock"}, v.ToolEnv()), Roots: roots, Ident: v.Identity()}
+		// The view of a tool call (actors/tool): the policy's tools, as a
+		// tool tree; the workspace's protected and absent names bound by
+		// descriptor over their placeholders, made and removed per call as
+		// a one-call run does — the same mounts as the runtime's sandbox.
+		v := sandbox.View{Layout: l, Def: def, Session: "bench", Run: run, Workspace: ws, Tools: sandbox.CallTools, Placeholders: placeholders}
+		spec, held, err := v.Build([]string{"/ctx/tool/clock"}, v.ToolEnv())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer held.Ended()
+		o := proc.Options{Bwrap: "/usr/bin/bwrap", Spec: spec, Roots: roots, Ident: v.Identity()}
 		var g *cgroup.Group
 		if place {
 			g = m.Group(run, def.Limits)
@@ -250,6 +260,7 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 			}
 		}
 		p, err := proc.Start(o)
+		held.Started()
 		if err != nil {
 			b.Fatal(err)
 		}
