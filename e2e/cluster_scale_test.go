@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -190,7 +191,8 @@ func TestClusterScale(t *testing.T) {
 	sess := func(i int) string { return fmt.Sprintf("s%03d", i) }
 	// Each session begins in its own checkout under the shared prefix;
 	// the 60 slow runs share one workspace across the nodes (each node
-	// leaves the placeholders it binds there: KeepAll).
+	// shares the placeholders it binds there: the last node to leave,
+	// idle for the linger, removes them).
 	root := ws
 	for i := 0; i < sessions+30; i++ {
 		if err := os.Mkdir(filepath.Join(root, sess(i)), 0o755); err != nil {
@@ -426,6 +428,22 @@ func TestClusterScale(t *testing.T) {
 	if n := count3(ownersOf(readClusterStatus(t, nodes[1].file), "slow"), "n1"); n == 0 {
 		t.Errorf("the restarted n1 took none of 30 new sessions")
 	}
+	// Their runs are over, and their workspaces' placeholders linger
+	// (CTX_CLUSTER_PLACEHOLDER_LINGER, 30 s) on the nodes that ran them;
+	// those on n1 and n3, which live on, must be gone by the end.
+	shared := append(append([]string{".git/"}, absentDirNames...), absentFileNames...)
+	var lingering []string
+	for k, o := range ownersOf(readClusterStatus(t, nodes[1].file), "slow") {
+		if i, err := strconv.Atoi(strings.TrimPrefix(k, "s")); err == nil && i >= sessions && (o == "n1" || o == "n3") {
+			if got := placeholdersIn(wsOf(i), shared); len(got) != len(shared) {
+				t.Errorf("%s on %s, just after its run: only %v of its placeholders linger", k, o, got)
+			}
+			lingering = append(lingering, wsOf(i))
+		}
+	}
+	if len(lingering) == 0 {
+		t.Errorf("none of the 30 new sessions is on n1 or n3")
+	}
 
 	t.Logf("phase: SIGSTOP n2 %v", time.Now().Format("15:04:05.000"))
 	// n2 paused past its TTL with runs in flight: its fence kills it and
@@ -511,6 +529,20 @@ func TestClusterScale(t *testing.T) {
 		}
 	}
 	t.Logf("SIGSTOP: n2 fenced %v after the pause", fenced.Round(10*time.Millisecond))
+
+	// The new sessions' workspaces on the nodes that live on: idle past
+	// the linger, their placeholders are removed (each node was the last
+	// to leave its own; a dead node's stay until a run there adopts them,
+	// as after a daemon's crash).
+	waitFor(t, "the lingering placeholders removed", 45*time.Second, func() bool {
+		for _, d := range lingering {
+			if len(placeholdersIn(d, shared)) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("placeholders of %d workspaces removed after the linger", len(lingering))
 }
 
 func count3(m map[string]string, node string) int {

@@ -225,9 +225,11 @@ func (w *wiring) actors() component {
 		w.cfg.Cluster = w.d.Cluster
 		if w.d.Cluster != nil {
 			// A shared workspace's placeholders are bound by other nodes'
-			// runs too, which this node's registry does not count: a node
-			// never removes one (docs/cluster.md "Not yet, and known limits").
-			w.cfg.Placeholders.KeepAll()
+			// runs too, which this node's registry does not count: the
+			// nodes hold a lock per workspace directory on the shared root,
+			// and the last to leave (idle for the linger) removes them
+			// (docs/cluster.md).
+			w.cfg.Placeholders.Share(w.s.Layout.ClusterPlaceholderLocks(), w.s.PlaceholderLinger)
 		}
 		cfg, launcher, loops := w.cfg, w.launcher, &w.loops
 		rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{cfg: cfg, launcher: launcher, loops: loops} },

@@ -25,6 +25,10 @@ type Settings struct {
 	ACPTimeout      time.Duration // CTX_ACP_TIMEOUT, default 60s
 	ACPIdle         time.Duration // CTX_ACP_IDLE, default 5m, 0: no idle bound
 	DiskReserve     int64         // CTX_DISK_RESERVE, a size; negative: the default, 0: none
+	// PlaceholderLinger: how long a cluster node keeps a shared
+	// workspace directory's placeholders after its last use there
+	// (CTX_CLUSTER_PLACEHOLDER_LINGER, default 30s; docs/cluster.md).
+	PlaceholderLinger time.Duration
 }
 
 // FromEnv reads the daemon's tunables (interfaces.md "Daemon"); an
@@ -32,12 +36,14 @@ type Settings struct {
 func FromEnv(l layout.Layout) (Settings, error) {
 	s := Settings{Layout: l, Bwrap: os.Getenv("CTX_BWRAP"), CancelGrace: 2 * time.Second,
 		ApprovalTimeout: 60 * time.Second, SessionIdle: 5 * time.Minute, MCPIdle: mcphost.DefaultIdle,
-		MCPTimeout: mcphost.DefaultTimeout, ACPTimeout: 60 * time.Second, ACPIdle: 5 * time.Minute, DiskReserve: -1}
+		MCPTimeout: mcphost.DefaultTimeout, ACPTimeout: 60 * time.Second, ACPIdle: 5 * time.Minute, DiskReserve: -1,
+		PlaceholderLinger: 30 * time.Second}
 	for _, t := range []struct {
 		name string
 		dst  *time.Duration
 	}{{"CTX_CANCEL_GRACE", &s.CancelGrace}, {"CTX_APPROVAL_TIMEOUT", &s.ApprovalTimeout}, {"CTX_SESSION_IDLE", &s.SessionIdle},
-		{"CTX_MCP_IDLE", &s.MCPIdle}, {"CTX_MCP_TIMEOUT", &s.MCPTimeout}, {"CTX_ACP_TIMEOUT", &s.ACPTimeout}, {"CTX_ACP_IDLE", &s.ACPIdle}} {
+		{"CTX_MCP_IDLE", &s.MCPIdle}, {"CTX_MCP_TIMEOUT", &s.MCPTimeout}, {"CTX_ACP_TIMEOUT", &s.ACPTimeout}, {"CTX_ACP_IDLE", &s.ACPIdle},
+		{"CTX_CLUSTER_PLACEHOLDER_LINGER", &s.PlaceholderLinger}} {
 		if v := os.Getenv(t.name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {

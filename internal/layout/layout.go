@@ -224,3 +224,9 @@ func (l Layout) EnsureRoot() error {
 // (docs/cluster.md): its sessions' logs are segmented and owned through
 // etcd, so a single daemon must not serve them.
 func (l Layout) ClusterMarker() string { return filepath.Join(l.Root, "cluster.json") }
+
+// ClusterPlaceholderLocks is the directory on a cluster's shared root of
+// the per-workspace-directory lock files by which nodes share the
+// placeholders of shared workspaces (workspace.Registry.Share). No view
+// binds it.
+func (l Layout) ClusterPlaceholderLocks() string { return filepath.Join(l.Root, "placeholders") }

@@ -1,11 +1,17 @@
 package workspace
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -42,13 +48,19 @@ type Registry struct {
 	// them: a sandbox holds one descriptor per workspace, not one per
 	// protected name (descriptors independent of the load).
 	dirs map[safefs.Identity]*heldDir
-	// keepAll: KeepAll.
-	keepAll bool
+	// shareDir, linger: Share.
+	shareDir string
+	linger   time.Duration
 }
 
 type heldDir struct {
 	f    *os.File
 	refs int // placeholders in it
+	// Shared mode (Share): the node's shared lock on the directory,
+	// held while it holds any placeholder there.
+	lock     *os.File
+	lockPath string
+	idle     time.Time // when its last placeholder here was released (refs 0)
 }
 
 type phKey struct {
@@ -64,15 +76,94 @@ type placeholder struct {
 	dir  bool
 }
 
-// KeepAll makes the registry leave every placeholder in place when its
-// last use here ends. A cluster node sets it: other nodes' sandboxes may
-// be bound over the same placeholder in a shared workspace, and only the
-// nodes together know when none is. A placeholder left keeps its
-// signature: git never lists it, and the next run adopts it.
-func (r *Registry) KeepAll() {
+// Share makes the registry one of several — cluster nodes — binding
+// placeholders in the same shared workspaces: a node holds a shared lock
+// (flock) on a file in dir named after the workspace directory's path
+// from before it makes or adopts a placeholder there until it leaves the
+// directory, linger after its last use there ended (a busy directory's
+// placeholders are not made and removed for every run: on a filesystem
+// whose inode allocator skips recently freed inodes that churn made 60
+// concurrent run starts 4–6× slower). Leaving, it removes the
+// placeholders only if it can take the lock exclusively (no other node
+// holds it), else it leaves them to the last node. A node that waits to
+// enter while another removes waits for it (at most shareWait). dir is on
+// the shared root; the workspace paths are the same on every node (a
+// request names a host path).
+func (r *Registry) Share(dir string, linger time.Duration) {
 	r.mu.Lock()
-	r.keepAll = true
+	r.shareDir, r.linger = dir, linger
 	r.mu.Unlock()
+}
+
+// shareWait bounds a node's wait to enter a directory another node is
+// clearing: the removal is a few unlinks.
+const shareWait = 10 * time.Second
+
+// enterShared takes the node's shared lock on parent's directory.
+func (r *Registry) enterShared(parent *os.File) (*os.File, string, error) {
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(parent.Fd())))
+	if err != nil {
+		return nil, "", fmt.Errorf("shared placeholders: %w", err)
+	}
+	sum := sha256.Sum256([]byte(p))
+	path := filepath.Join(r.shareDir, hex.EncodeToString(sum[:16])+".lock")
+	if err := os.MkdirAll(r.shareDir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("shared placeholders: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, "", fmt.Errorf("shared placeholders: %w", err)
+	}
+	for deadline := time.Now().Add(shareWait); ; time.Sleep(5 * time.Millisecond) {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		if err == nil {
+			return f, path, nil
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR || time.Now().After(deadline) {
+			f.Close()
+			return nil, "", fmt.Errorf("shared placeholders of %s: %w", p, err)
+		}
+	}
+}
+
+// leaveIdle leaves the directory of d when it is still d and has been
+// unused here for linger (a later use and release set a later timer).
+func (r *Registry) leaveIdle(id safefs.Identity, d *heldDir) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dirs[id] != d || d.refs > 0 || time.Since(d.idle) < r.linger {
+		return
+	}
+	delete(r.dirs, id)
+	r.leaveShared(d)
+	d.f.Close()
+}
+
+// leaveShared ends the node's use of d: its shared lock goes, and when
+// no other node holds one (the exclusive lock is free) every placeholder
+// in d is removed — each protected name still carrying the signature,
+// whichever node made it (the first node to leave may have made some the
+// last never used).
+func (r *Registry) leaveShared(d *heldDir) {
+	d.lock.Close()
+	f, err := os.OpenFile(d.lockPath, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return // another node still binds here: it removes them
+	}
+	for _, name := range slices.Concat(Protected, []string{"hooks"}) {
+		if signature(d.f, name, safefs.Identity{}) < 0 {
+			continue
+		}
+		flags := 0
+		if _, isDir := isDirID(d.f, name); isDir {
+			flags = unix.AT_REMOVEDIR // fails unless empty
+		}
+		_ = unix.Unlinkat(int(d.f.Fd()), name, flags)
+	}
 }
 
 // NewRegistry returns an empty registry.
@@ -173,6 +264,20 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, ph
 	k := phKey{pid, name}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var lock *os.File
+	lockPath := ""
+	if r.shareDir != "" && r.dirs[pid] == nil {
+		// Entered before anything is made here: a node clearing the
+		// directory is waited for, never raced.
+		if lock, lockPath, err = r.enterShared(parent); err != nil {
+			return nil, false, nil, fmt.Errorf("placeholder %s: %w", rel, err)
+		}
+		defer func() {
+			if lock != nil {
+				lock.Close() // not kept: nothing of ours here
+			}
+		}()
+	}
 	if isDir {
 		// mkdir applies the umask; the signature needs the exact mode.
 		if err = unix.Mkdirat(int(parent.Fd()), name, 0); err == nil {
@@ -218,9 +323,9 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, ph
 		_, isDir := isDirID(parent, name)
 		d := r.dirs[pid]
 		if d == nil {
-			d = &heldDir{f: parent}
+			d = &heldDir{f: parent, lock: lock, lockPath: lockPath}
 			r.dirs[pid] = d
-			keep = true
+			keep, lock = true, nil
 		}
 		if p == nil {
 			d.refs++ // a placeholder replacing one of the same name keeps its reference
@@ -250,6 +355,14 @@ func (r *Registry) releaseLocked(k phKey) {
 	}
 	delete(r.held, k)
 	d := r.dirs[k.dir]
+	if r.shareDir != "" {
+		// Left (and cleared, if this node is the last) once idle for linger.
+		if d.refs--; d.refs <= 0 {
+			d.idle = time.Now()
+			time.AfterFunc(r.linger, func() { r.leaveIdle(k.dir, d) })
+		}
+		return
+	}
 	defer func() {
 		if d.refs--; d.refs <= 0 {
 			delete(r.dirs, k.dir)
@@ -257,8 +370,8 @@ func (r *Registry) releaseLocked(k phKey) {
 		}
 	}()
 	parent := d.f
-	if r.keepAll || signature(parent, k.name, p.id) < 0 {
-		return // kept (KeepAll), or changed since: not ours any more
+	if signature(parent, k.name, p.id) < 0 {
+		return // changed since: not ours any more
 	}
 	flags := 0
 	if p.dir {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -486,25 +487,111 @@ func TestAbsentSource(t *testing.T) {
 	}
 }
 
-// A cluster node's registry (KeepAll) leaves its placeholders: another
-// node's sandbox may be bound over the same one in a shared workspace.
-// The next use adopts the one left.
-func TestPlaceholdersKeptByACluster(t *testing.T) {
-	ws := t.TempDir()
+// TestSharedPlaceholdersGoWithTheLastNode: two registries sharing a lock
+// directory stand for two cluster nodes binding in one workspace. The
+// first to leave keeps the placeholders (the other still binds over
+// them), whatever it made itself; the last removes them all; a node
+// entering while another is clearing the directory waits for it.
+func TestSharedPlaceholdersGoWithTheLastNode(t *testing.T) {
+	ws, locks := t.TempDir(), t.TempDir()
 	d, _ := Open(ws, Options{Homes: []string{}})
 	defer d.Close()
-	r := NewRegistry()
-	r.KeepAll()
-	for i := range 2 {
-		f, ph, rel, err := r.AcquireFor("run-1", d.File, ".envrc", false)
+	a, b := NewRegistry(), NewRegistry()
+	const linger = 50 * time.Millisecond
+	a.Share(locks, linger)
+	b.Share(locks, linger)
+	use := func(r *Registry, run, name string, isDir bool) {
+		t.Helper()
+		f, ph, rel, err := r.AcquireFor(run, d.File, name, isDir)
 		if err != nil || !ph {
-			t.Fatalf("use %d: %v %v", i, ph, err)
+			t.Fatalf("%s %s: %v %v", run, name, ph, err)
 		}
 		f.Close()
 		rel()
-		r.EndRun("run-1")
-		if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err != nil {
-			t.Fatalf("use %d: the placeholder went: %v", i, err)
+	}
+	present := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			if _, err := os.Lstat(filepath.Join(ws, n)); err == nil {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	gone := func(what string, names ...string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); len(present(names...)) > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still there: %v", what, present(names...))
+			}
 		}
 	}
+	ino := func(name string) uint64 {
+		var st unix.Stat_t
+		unix.Lstat(filepath.Join(ws, name), &st)
+		return st.Ino
+	}
+	use(a, "a1", ".envrc", false)
+	use(a, "a1", ".vscode", true)
+	use(b, "b1", ".envrc", false) // adopted: the same placeholder
+	use(b, "b1", ".idea", true)
+	a.EndRun("a1")
+	time.Sleep(4 * linger)
+	if got := present(".envrc", ".vscode", ".idea"); len(got) != 3 {
+		t.Fatalf("the first node to leave removed placeholders the other binds over: left %v", got)
+	}
+	// Used again within the linger: the same placeholders, nothing made again.
+	before := ino(".idea")
+	b.EndRun("b1")
+	use(b, "b2", ".idea", true)
+	b.EndRun("b2")
+	if got := present(".envrc", ".vscode", ".idea"); len(got) != 3 || ino(".idea") != before {
+		t.Fatalf("within the linger: %v (inode %d, was %d)", got, ino(".idea"), before)
+	}
+	// The last node idle for the linger removes them all — .vscode too,
+	// which only a made.
+	gone("after every node left", ".envrc", ".vscode", ".idea")
+	// A real file of a protected name is never removed.
+	os.WriteFile(filepath.Join(ws, ".mcp.json"), []byte("{}"), 0o644)
+	use(b, "b3", ".vscode", true)
+	b.EndRun("b3")
+	gone("after b3", ".vscode")
+	time.Sleep(4 * linger)
+	if got := present(".mcp.json"); len(got) != 1 {
+		t.Fatal("a real .mcp.json was removed")
+	}
+	os.Remove(filepath.Join(ws, ".mcp.json"))
+	// A node clearing the directory holds the lock exclusively: another
+	// waits to enter until it is done (here: until the test lets go).
+	ents, _ := os.ReadDir(locks)
+	if len(ents) != 1 {
+		t.Fatalf("lock files: %v", ents)
+	}
+	ex, err := os.OpenFile(filepath.Join(locks, ents[0].Name()), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(ex.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan error, 1)
+	go func() {
+		f, _, rel, err := a.AcquireFor("a2", d.File, ".envrc", false)
+		if err == nil {
+			f.Close()
+			rel()
+		}
+		entered <- err
+	}()
+	select {
+	case err := <-entered:
+		t.Fatalf("entered while another node cleared the directory: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	ex.Close()
+	if err := <-entered; err != nil {
+		t.Fatal(err)
+	}
+	a.EndRun("a2")
+	gone("after a2", ".envrc")
 }
