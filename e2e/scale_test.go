@@ -23,6 +23,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/sandbox"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 // TestBenchScale is the scale benchmark (`make bench-scale`):
@@ -179,12 +180,20 @@ func TestBenchScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := w.workspace()
+	// The launcher's view is the runtime's (View.Build), placeholders of
+	// the absent protected names included (BenchmarkSendVsDirect).
+	placeholders := workspace.NewRegistry()
 	direct := func(g, i int) error {
 		run := fmt.Sprintf("run-direct-%d-%d", g, i)
-		v := sandbox.View{Layout: l, Def: def, Session: "direct" + strconv.Itoa(g), Run: run, Workspace: ws}
+		v := sandbox.View{Layout: l, Def: def, Session: "direct" + strconv.Itoa(g), Run: run, Workspace: ws, Placeholders: placeholders}
 		stdin, _ := envelope.Encode(&envelope.Envelope{Schema: envelope.Schema, Run: run, Input: "echo hi", HistoryMessages: "[]"})
-		p, err := proc.Start(proc.Options{Bwrap: "/usr/bin/bwrap", Spec: v.Spec([]string{v.AgentPath()}, v.AgentEnv(0)), Stdin: stdin,
-			Roots: roots, Ident: v.Identity()})
+		spec, held, err := v.Build([]string{v.AgentPath()}, v.AgentEnv(0))
+		if err != nil {
+			return err
+		}
+		defer held.Ended()
+		p, err := proc.Start(proc.Options{Bwrap: "/usr/bin/bwrap", Spec: spec, Stdin: stdin, Roots: roots, Ident: v.Identity()})
+		held.Started()
 		if err != nil {
 			return err
 		}
