@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -115,7 +116,7 @@ func TestReviewRecordIsTheHostsAlone(t *testing.T) {
 	sess := "/ctx/home/" + strconv.Itoa(os.Getuid()) + "/agent/t1/session/default"
 	attack := func(key string) string {
 		return a.run(`cd `+sess+` && { mkdir -p review/git 2>/dev/null; echo '{"run":"x","workspace":"/"}' > review/planted.json 2>/dev/null && r=wrote; `+
-			`for f in review/*.json; do [ -e "$f" ] && echo forged 2>/dev/null > "$f" && r="$r,forged"; done; `+
+			`for f in review/*.json review/*.jsonl; do [ -e "$f" ] && echo forged 2>/dev/null > "$f" && r="$r,forged"; done; `+
 			`echo '[core]' > review/git/config 2>/dev/null && r="$r,config"; rm -rf review 2>/dev/null; [ -e review ] || r="$r,removed"; `+
 			`echo x > blobs/0000 2>/dev/null && r="$r,blob"; rm -rf blobs 2>/dev/null; [ -e blobs ] || r="$r,blobs-removed"; `+
 			`echo "`+key+`""=[$r]"; cd /workspace; }`, key)
@@ -129,19 +130,29 @@ func TestReviewRecordIsTheHostsAlone(t *testing.T) {
 	if got := attack("SECOND"); got != "[]" {
 		t.Fatalf("a terminal process changed the review records: %s", got)
 	}
+	// The records: one line at the run's start and one at its end, both
+	// the host's; no other record file.
 	dir := filepath.Join(w.sessionDir("t1", "default"), "review")
 	ents, _ := os.ReadDir(dir)
-	var records int
 	for _, e := range ents {
 		if strings.HasSuffix(e.Name(), ".json") {
-			records++
-			if b, _ := os.ReadFile(filepath.Join(dir, e.Name())); !strings.Contains(string(b), `"workspace":"`+ws) {
-				t.Errorf("record %s is not the host's: %s", e.Name(), b)
-			}
+			t.Errorf("a record file %s beside the records", e.Name())
 		}
 	}
-	if records != 1 {
-		t.Errorf("%d review records, want the run's one", records)
+	b, err := os.ReadFile(filepath.Join(dir, "records.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var rec struct{ Run, Workspace string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Workspace != ws {
+			t.Errorf("record %q is not the host's (%v)", line, err)
+		}
+		runs[rec.Run] = true
+	}
+	if len(runs) != 1 {
+		t.Errorf("records of %d runs, want the run's one:\n%s", len(runs), b)
 	}
 	if r := w.ctx(ws, "", "agent", "diff", "t1"); !strings.Contains(r.stdout, "+changed") {
 		t.Errorf("diff: %d %s %s", r.code, r.stdout, r.stderr)

@@ -24,9 +24,9 @@
 // The review directory is the host's: a sandbox that sees the session's
 // directory gets it read-only (internal/sandbox).
 //
-// A run's record is <session>/review/<run>.json: the workspace, the
-// repository's top and the workspace's place in it, and the trees before
-// and after.
+// A run's record is its last line in <session>/review/records.jsonl
+// (appended at the run's start and end): the workspace, the repository's
+// top and the workspace's place in it, and the trees before and after.
 package review
 
 import (
@@ -316,27 +316,132 @@ func (r *Record) End(ctx context.Context) error {
 // Dir is where a session keeps its records.
 func Dir(sessionDir string) string { return filepath.Join(sessionDir, "review") }
 
-// Save writes r (atomically).
+// recordsName is the session's records: one JSON line per save, appended.
+// A run saves at its start and again at its end; its record is its last
+// line. Appending allocates no inode and lists no directory: a file per
+// run, replaced by rename, made every send create and delete files (on a
+// journal-less ext4 each creation scans past every inode freed in the
+// last seconds), and finding the last record listed and stat'ed every
+// record of the session at every run's start.
+const recordsName = "records.jsonl"
+
+// Save appends r to the session's records. Not fsynced: a record is a
+// convenience beside the log, not part of it — a crash may lose the last
+// run's undo, never a frame — and two fsyncs at each end of every send
+// cost more than the rest of the review. A line a crash left torn is
+// ended first, so it never swallows the next record.
 func Save(sessionDir string, r Record) error {
-	if err := os.MkdirAll(Dir(sessionDir), 0o700); err != nil {
+	b, err := json.Marshal(r)
+	if err != nil {
 		return err
 	}
-	b, _ := json.Marshal(r)
-	// Atomic (a temp file renamed over it) but not fsynced: a record is
-	// a convenience beside the log, not part of it — a crash may lose the
-	// last run's undo, never a frame — and two fsyncs at each end of
-	// every send cost more than the rest of the review.
-	p := filepath.Join(Dir(sessionDir), r.Run+".json")
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	p := filepath.Join(Dir(sessionDir), recordsName)
+	const flags = os.O_RDWR | os.O_APPEND | os.O_CREATE | unix.O_NOFOLLOW
+	f, err := os.OpenFile(p, flags, 0o600)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.MkdirAll(Dir(sessionDir), 0o700); err == nil {
+			f, err = os.OpenFile(p, flags, 0o600)
+		}
+	}
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, p)
+	line := append(b, '\n')
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	_, err = f.Write(line) // one write: appended whole
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Load reads the record of run, or of the session's last run with one
-// (by the record's time) when run is "".
+// (the last saved) when run is "". Records of an older daemon
+// (review/<run>.json, one file each) are read where the session's records
+// have none.
 func Load(sessionDir, run string) (Record, error) {
+	r, ok, err := loadRecords(sessionDir, run)
+	if err != nil {
+		return r, err
+	}
+	if !ok {
+		r, err = loadFile(sessionDir, run)
+		if err != nil {
+			return r, err
+		}
+	}
+	// The stores are this session's, wherever the record says they were
+	// (a renamed session's records name its old directory).
+	r.Objects = filepath.Join(Dir(sessionDir), "objects")
+	if r.GitDir != "" {
+		r.GitDir = filepath.Join(Dir(sessionDir), "git")
+		r.Objects = filepath.Join(r.GitDir, "objects")
+	}
+	return r, nil
+}
+
+// loadRecords finds run's last line in the records (any run's for ""),
+// reading from the end; ok is false when there is none. A line that does
+// not parse (torn by a crash) is skipped.
+func loadRecords(sessionDir, run string) (r Record, ok bool, err error) {
+	f, err := os.OpenFile(filepath.Join(Dir(sessionDir), recordsName), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return r, false, err
+	}
+	if !st.Mode().IsRegular() {
+		return r, false, fmt.Errorf("review records: not a regular file")
+	}
+	const chunk = 64 << 10
+	var tail []byte // the bytes after the last newline seen, read so far
+	for off := st.Size(); off > 0; {
+		n := int64(chunk)
+		if off < n {
+			n = off
+		}
+		off -= n
+		buf := make([]byte, n, n+int64(len(tail)))
+		if _, err := f.ReadAt(buf, off); err != nil {
+			return r, false, fmt.Errorf("review records: %w", err)
+		}
+		buf = append(buf, tail...)
+		// Complete lines are those after a newline in buf (or from 0
+		// when the file starts here).
+		for {
+			i := bytes.LastIndexByte(buf, '\n')
+			if i < 0 && off > 0 {
+				break // the line goes on before this chunk
+			}
+			line := buf[i+1:]
+			buf = buf[:max(i, 0)]
+			var c Record
+			if len(line) > 0 && json.Unmarshal(line, &c) == nil && (run == "" || c.Run == run) {
+				return c, true, nil
+			}
+			if i < 0 {
+				break
+			}
+		}
+		tail = buf
+	}
+	return r, false, nil
+}
+
+// loadFile reads an older daemon's record file of run (the newest by
+// its time for "").
+func loadFile(sessionDir, run string) (Record, error) {
 	var r Record
 	name := run
 	if name == "" {
@@ -366,13 +471,6 @@ func Load(sessionDir, run string) (Record, error) {
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r, fmt.Errorf("review record %s: %w", name, err)
-	}
-	// The stores are this session's, wherever the record says they were
-	// (a renamed session's records name its old directory).
-	r.Objects = filepath.Join(Dir(sessionDir), "objects")
-	if r.GitDir != "" {
-		r.GitDir = filepath.Join(Dir(sessionDir), "git")
-		r.Objects = filepath.Join(r.GitDir, "objects")
 	}
 	return r, nil
 }
