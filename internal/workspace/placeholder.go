@@ -22,7 +22,8 @@ import (
 // protected names cannot be created from a sandbox. A placeholder is the
 // host's mount point for a bind that keeps the name: an empty directory of
 // mode 01500 for a directory name, a FIFO of mode 000 for a file name (the
-// "signature"). Both are what `git status` never lists (git skips empty
+// "signature"; the file names of a directory are hard links of one FIFO,
+// linkFIFO). Both are what `git status` never lists (git skips empty
 // directories and non-regular files, with or without --ignored), no host
 // program blocks on the FIFO without a reader's permission, and a readable
 // directory gives git no warning. Inside a sandbox the placeholder is never
@@ -56,6 +57,10 @@ type Registry struct {
 type heldDir struct {
 	f    *os.File
 	refs int // placeholders in it
+	// fifo is an O_PATH descriptor of a file placeholder this registry
+	// made in the directory: the next file placeholder there is a hard
+	// link of it (linkFIFO), not a new inode. nil when there is none.
+	fifo *os.File
 	// Shared mode (Share): the node's shared lock on the directory,
 	// held while it holds any placeholder there.
 	lock     *os.File
@@ -136,7 +141,7 @@ func (r *Registry) leaveIdle(id safefs.Identity, d *heldDir) {
 	}
 	delete(r.dirs, id)
 	r.leaveShared(d)
-	d.f.Close()
+	d.close()
 }
 
 // leaveShared ends the node's use of d: its shared lock goes, and when
@@ -286,7 +291,7 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, ph
 				_ = unix.Unlinkat(int(parent.Fd()), name, unix.AT_REMOVEDIR)
 			}
 		}
-	} else {
+	} else if err = r.linkFIFO(pid, parent, name); err != nil && !errors.Is(err, unix.EEXIST) {
 		// A FIFO, not an empty file: git lists untracked regular files
 		// and symlinks only. Never opened by the daemon (O_PATH only).
 		err = unix.Mkfifoat(int(parent.Fd()), name, PlaceholderFileMode)
@@ -332,6 +337,9 @@ func (r *Registry) Acquire(top *os.File, rel string, isDir bool) (f *os.File, ph
 		}
 		p = &placeholder{refs: 1, id: id, dir: isDir}
 		r.held[k] = p
+		if created && !isDir && (d.fifo == nil || !sameID(d.fifo, id)) {
+			d.setFIFO(f) // made now (not linked): the next ones link to it
+		}
 	default:
 		return f, false, func() {}, nil // a real file: bound read-only, never removed
 	}
@@ -366,7 +374,7 @@ func (r *Registry) releaseLocked(k phKey) {
 	defer func() {
 		if d.refs--; d.refs <= 0 {
 			delete(r.dirs, k.dir)
-			d.f.Close()
+			d.close()
 		}
 	}()
 	parent := d.f
@@ -378,6 +386,58 @@ func (r *Registry) releaseLocked(k phKey) {
 		flags = unix.AT_REMOVEDIR // fails unless empty
 	}
 	_ = unix.Unlinkat(int(parent.Fd()), k.name, flags)
+}
+
+// linkFIFO makes name in parent a hard link of the file placeholder the
+// registry holds a descriptor of in that directory: one inode for every
+// absent file name there instead of one each (a one-call run makes and
+// removes its workspace's placeholders; on a filesystem whose allocator
+// skips recently freed inodes, each new one costs more than the last).
+// The link is made from the descriptor, never from a name, so it is the
+// inode this registry made whatever happened to its names since. Any
+// error (none held, every name of it already removed, a filesystem
+// without hard links) leaves the caller to make a new one. r.mu is held.
+func (r *Registry) linkFIFO(dir safefs.Identity, parent *os.File, name string) error {
+	d := r.dirs[dir]
+	if d == nil || d.fifo == nil {
+		return unix.ENOENT
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(d.fifo.Fd()), &st); err != nil || st.Mode&0o7777 != PlaceholderFileMode ||
+		st.Mode&unix.S_IFMT != unix.S_IFIFO && (st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != 0) {
+		d.fifo.Close() // changed since it was made: not a placeholder to copy
+		d.fifo = nil
+		return unix.ENOENT
+	}
+	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(d.fifo.Fd())), int(parent.Fd()), name, unix.AT_SYMLINK_FOLLOW)
+}
+
+// setFIFO keeps a descriptor of f (a file placeholder made now) as the
+// source of the directory's next links.
+func (d *heldDir) setFIFO(f *os.File) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return // no link source: the next one is made anew
+	}
+	if d.fifo != nil {
+		d.fifo.Close()
+	}
+	d.fifo = os.NewFile(uintptr(fd), f.Name())
+}
+
+// close closes the directory's descriptors.
+func (d *heldDir) close() {
+	d.f.Close()
+	if d.fifo != nil {
+		d.fifo.Close()
+		d.fifo = nil
+	}
+}
+
+// sameID says whether f is the inode id.
+func sameID(f *os.File, id safefs.Identity) bool {
+	got, err := safefs.ID(f)
+	return err == nil && got == id
 }
 
 // signature is 0 when name in parent is still a placeholder with identity

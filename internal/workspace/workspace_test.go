@@ -595,3 +595,106 @@ func TestSharedPlaceholdersGoWithTheLastNode(t *testing.T) {
 	a.EndRun("a2")
 	gone("after a2", ".envrc")
 }
+
+// TestPlaceholderFilesShareAnInode: the absent file names of a directory
+// are hard links of one FIFO (one inode allocated, not one per name);
+// directory names are directories of their own; every name goes with its
+// last release. The link is made from the registry's own descriptor: a
+// name replaced on the host meanwhile (here by a file with content) is
+// never what a new placeholder links to, and a placeholder whose mode
+// was changed is not copied.
+func TestPlaceholderFilesShareAnInode(t *testing.T) {
+	ws := t.TempDir()
+	d, _ := Open(ws, Options{Homes: []string{}})
+	defer d.Close()
+	r := NewRegistry()
+	files := []string{".envrc", ".mcp.json", ".bashrc", ".profile", ".zshrc"}
+	var rels []func()
+	acquire := func(n string) {
+		t.Helper()
+		f, ph, rel, err := r.Acquire(d.File, n, IsDirName(n))
+		if err != nil || !ph {
+			t.Fatalf("%s: %v %v", n, ph, err)
+		}
+		f.Close()
+		rels = append(rels, rel)
+	}
+	for _, n := range append([]string{".git", ".vscode"}, files...) {
+		acquire(n)
+	}
+	ino := func(n string) (uint64, uint64, os.FileMode) {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(ws, n), &st); err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		fi, _ := os.Lstat(filepath.Join(ws, n))
+		return st.Ino, uint64(st.Nlink), fi.Mode()
+	}
+	first, nlink, mode := ino(files[0])
+	if nlink != uint64(len(files)) || mode&os.ModeNamedPipe == 0 || mode.Perm() != 0 {
+		t.Errorf("%s: %d links, mode %v; want %d links of a mode-000 FIFO", files[0], nlink, mode, len(files))
+	}
+	for _, n := range files[1:] {
+		if i, _, _ := ino(n); i != first {
+			t.Errorf("%s is inode %d, not the shared %d", n, i, first)
+		}
+	}
+	if g, _, _ := ino(".git"); g == first {
+		t.Error(".git shares the FIFO's inode")
+	}
+	// Replaced on the host: the next placeholder is not a link of it.
+	os.Remove(filepath.Join(ws, ".envrc"))
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("planted\n"), 0o644)
+	acquire(".zshenv")
+	if i, _, m := ino(".zshenv"); i != first || m&os.ModeNamedPipe == 0 {
+		t.Errorf(".zshenv: inode %d mode %v, want the registry's FIFO %d", i, m, first)
+	}
+	// The shared inode's mode changed: the next one is a new FIFO.
+	os.Chmod(filepath.Join(ws, ".mcp.json"), 0o644)
+	acquire(".zlogin")
+	if i, n, m := ino(".zlogin"); i == first || n != 1 || m&os.ModeNamedPipe == 0 || m.Perm() != 0 {
+		t.Errorf(".zlogin: inode %d (%d links) mode %v, want a new mode-000 FIFO", i, n, m)
+	}
+	acquire(".zprofile")
+	if i, _, _ := ino(".zprofile"); i != func() uint64 { i, _, _ := ino(".zlogin"); return i }() {
+		t.Error(".zprofile does not link the new FIFO")
+	}
+	os.Remove(filepath.Join(ws, ".envrc")) // the host's own file
+	for _, rel := range rels {
+		rel()
+	}
+	ents, _ := os.ReadDir(ws)
+	var left []string
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	// The changed inode is no placeholder any more: its names stay, as
+	// any placeholder someone changed does (TestPlaceholders).
+	if want := []string{".bashrc", ".mcp.json", ".profile", ".zshenv", ".zshrc"}; !slices.Equal(left, want) {
+		t.Errorf("after every release: %v, want %v", left, want)
+	}
+	// Every name of the held FIFO removed while the directory is still
+	// held: the next one is made anew (nothing to link).
+	r2 := NewRegistry()
+	ws2 := t.TempDir()
+	d2, _ := Open(ws2, Options{Homes: []string{}})
+	defer d2.Close()
+	fg, _, relg, _ := r2.Acquire(d2.File, ".git", true)
+	fg.Close()
+	fa, _, rela, _ := r2.Acquire(d2.File, ".envrc", false)
+	fa.Close()
+	rela()
+	fb, ph, relb, err := r2.Acquire(d2.File, ".bashrc", false)
+	if err != nil || !ph {
+		t.Fatalf("after the linked inode's last name went: %v %v", ph, err)
+	}
+	fb.Close()
+	if fi, err := os.Lstat(filepath.Join(ws2, ".bashrc")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf(".bashrc: %v %v", fi, err)
+	}
+	relb()
+	relg()
+	if ents, _ := os.ReadDir(ws2); len(ents) != 0 {
+		t.Errorf("left: %v", ents)
+	}
+}
