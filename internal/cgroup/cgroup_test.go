@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	godbus "github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/killtree"
@@ -405,4 +407,112 @@ func readAll(p *proc.Proc, buf []byte) (int, error) {
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// TestEnterBornInside: on v1 the thread that forks bwrap enters the run's
+// group and leaves it again — moving itself (it writes 0, the kernel's
+// lock-free path for the current thread) — and what it forked meanwhile
+// is inside the group while the thread is back where it was, in every
+// controller. A thread given by its id (not the caller) moves the same.
+// One cgroup per run
+func TestEnterBornInside(t *testing.T) {
+	m := v1Machine(t)
+	if m.Mode() != ModeV1 {
+		t.Skipf("born inside by thread moves is v1's: %s", m.Mode())
+	}
+	lim := limits.Limits{Tasks: 32, Memory: 512 << 20, CPUWeight: 50}
+	g := m.Group("run-2-enter"+strconv.Itoa(os.Getpid()), lim)
+	defer g.Close(0)
+	enter := g.EnterFunc()
+	ctrls := m.b.(*v1).order
+	type res struct {
+		before, inside, after map[string]string
+		child                 map[string]string
+		err                   error
+	}
+	where := func(tid int) map[string]string {
+		b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
+		if err != nil {
+			t.Error(err)
+		}
+		_, v1 := OwnCgroups(b)
+		return v1
+	}
+	run := func(tidOf func() int) res {
+		ch := make(chan res, 1)
+		go func() {
+			// Never unlocked: the thread ends with the goroutine, so
+			// one left in the group cannot take the test with it.
+			runtime.LockOSThread()
+			var r res
+			tid := tidOf()
+			r.before = where(unix.Gettid())
+			leave, err := enter(tid)
+			if err != nil {
+				r.err = err
+				ch <- r
+				return
+			}
+			r.inside = where(unix.Gettid())
+			cmd := exec.Command("sleep", "1000")
+			if r.err = cmd.Start(); r.err == nil {
+				b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cgroup")
+				_, r.child = OwnCgroups(b)
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+			if err := leave(); err != nil && r.err == nil {
+				r.err = err
+			}
+			r.after = where(unix.Gettid())
+			// Whatever leave did, the thread goes home before the
+			// group is closed (Close kills what the group holds).
+			for _, c := range ctrls {
+				_ = writeFile(filepath.Join(m.b.(*v1).mounts[c], r.before[c], "tasks"), "0")
+			}
+			ch <- r
+		}()
+		return <-ch
+	}
+	for name, tidOf := range map[string]func() int{"self": unix.Gettid} {
+		r := run(tidOf)
+		if r.err != nil {
+			t.Fatalf("%s: %v", name, r.err)
+		}
+		for _, c := range ctrls {
+			if !strings.HasSuffix(r.inside[c], "/"+g.name) || !strings.HasSuffix(r.child[c], "/"+g.name) {
+				t.Errorf("%s: %s: thread inside %q, child %q; want the run's group", name, c, r.inside[c], r.child[c])
+			}
+			if r.after[c] != r.before[c] {
+				t.Errorf("%s: %s: thread back in %q, was in %q", name, c, r.after[c], r.before[c])
+			}
+		}
+	}
+	// By id: the tid of the locked thread written as a number (the
+	// path for a thread other than the caller).
+	b := m.b.(*v1)
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		tid := unix.Gettid()
+		before := where(tid)
+		if err := b.join(g.name, lim, "tasks", tid); err != nil {
+			ch <- err
+			return
+		}
+		inside := where(tid)
+		for _, c := range ctrls {
+			if !strings.HasSuffix(inside[c], "/"+g.name) {
+				t.Errorf("by id: %s: %q", c, inside[c])
+			}
+			if err := writeFile(filepath.Join(b.mounts[c], before[c], "tasks"), strconv.Itoa(tid)); err != nil {
+				ch <- err
+				return
+			}
+		}
+		ch <- nil
+	}()
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
 }
