@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cortexfs/ctx/internal/cgroup"
 )
 
 // clusterNode is one ctx-cluster daemon of a test cluster.
@@ -95,6 +98,14 @@ func launchNode(t *testing.T, w *world, run, tlsDir, etcd, node string, shared [
 		t.Fatal(err)
 	}
 	n := &clusterNode{file: file, listen: listen, log: &syncBuffer{}, done: make(chan struct{})}
+	// Last, after the node stopped: no run cgroup of the node (keyed by
+	// its runtime directory) outlives the test — a node killed -9 has no
+	// reaper to sweep them (docs/cluster.md), its next start would.
+	t.Cleanup(func() {
+		m := cgroup.New(context.Background(), os.Getuid(), run, nil)
+		_, _ = m.Sweep()
+		m.Release()
+	})
 	n.cmd = exec.Command(filepath.Join(binDir, "ctx-cluster"), "daemon", "--cluster", file)
 	n.cmd.Env = w.env("CTX_RUNTIME_DIR=" + run)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log

@@ -109,6 +109,19 @@ func startCgroups(ctx context.Context, l layout.Layout, log *slog.Logger) *cgrou
 	return m
 }
 
+// cgroupLayout is the layout whose Root keys this daemon's run cgroups
+// (cgroup.BaseName): CTX_ROOT, or on a cluster node its runtime
+// directory — what names this daemon alone, so a node's sweep never kills
+// another node's runs. The start's sweep and the reaper use the same key:
+// a node's reaper keyed by the shared root swept nothing of its runs.
+func (d *Daemon) cgroupLayout() layout.Layout {
+	l := d.Settings.Layout
+	if d.Cluster != nil {
+		l.Root = l.Runtime
+	}
+	return l
+}
+
 // startReaper starts the reaper with the lock (then closed here: the
 // reaper holds it). No reaper where runs have no cgroup (nothing to sweep)
 // or none is configured (package tests). docs/walls.md, "No sandbox
@@ -124,7 +137,7 @@ func (d *Daemon) startReaper(lock *os.File, cg *cgroup.Manager, log *slog.Logger
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	l := d.Settings.Layout
+	l := d.cgroupLayout()
 	r, err := reaper.Start(d.Reaper, l.Root, l.UID, lock, stderr, log.With("component", "reaper"))
 	if err != nil {
 		log.Error("no reaper: a crash would leave its runs to the next daemon's sweep", "err", err)

@@ -90,13 +90,7 @@ func (w *wiring) components() []component {
 			if w.reapLock, err = reaper.Lock(l.Runtime, 30*time.Second); err != nil {
 				w.log.Error("waiting for a previous daemon's reaper", "err", err)
 			}
-			cl := l
-			if w.d.Cluster != nil {
-				// Run cgroups are keyed by what names this daemon alone: a
-				// node's sweep must not kill another node's runs.
-				cl.Root = l.Runtime
-			}
-			w.cgroups = startCgroups(ctx, cl, w.log)
+			w.cgroups = startCgroups(ctx, w.d.cgroupLayout(), w.log)
 			return nil
 		}, Stop: func(context.Context) error { w.cgroups.Release(); return nil }},
 		{Name: "disk reserve", Start: func(context.Context) error {
