@@ -438,16 +438,15 @@ func TestEnterBornInside(t *testing.T) {
 		_, v1 := OwnCgroups(b)
 		return v1
 	}
-	run := func(tidOf func() int) res {
+	run := func() res {
 		ch := make(chan res, 1)
 		go func() {
 			// Never unlocked: the thread ends with the goroutine, so
 			// one left in the group cannot take the test with it.
 			runtime.LockOSThread()
 			var r res
-			tid := tidOf()
 			r.before = where(unix.Gettid())
-			leave, err := enter(tid)
+			leave, err := enter(unix.Gettid())
 			if err != nil {
 				r.err = err
 				ch <- r
@@ -474,18 +473,16 @@ func TestEnterBornInside(t *testing.T) {
 		}()
 		return <-ch
 	}
-	for name, tidOf := range map[string]func() int{"self": unix.Gettid} {
-		r := run(tidOf)
-		if r.err != nil {
-			t.Fatalf("%s: %v", name, r.err)
+	r := run()
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, c := range ctrls {
+		if !strings.HasSuffix(r.inside[c], "/"+g.name) || !strings.HasSuffix(r.child[c], "/"+g.name) {
+			t.Errorf("%s: thread inside %q, child %q; want the run's group", c, r.inside[c], r.child[c])
 		}
-		for _, c := range ctrls {
-			if !strings.HasSuffix(r.inside[c], "/"+g.name) || !strings.HasSuffix(r.child[c], "/"+g.name) {
-				t.Errorf("%s: %s: thread inside %q, child %q; want the run's group", name, c, r.inside[c], r.child[c])
-			}
-			if r.after[c] != r.before[c] {
-				t.Errorf("%s: %s: thread back in %q, was in %q", name, c, r.after[c], r.before[c])
-			}
+		if r.after[c] != r.before[c] {
+			t.Errorf("%s: thread back in %q, was in %q", c, r.after[c], r.before[c])
 		}
 	}
 	// By id: the tid of the locked thread written as a number (the

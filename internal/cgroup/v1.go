@@ -139,7 +139,7 @@ func (v *v1) join(name string, l limits.Limits, file string, id int) error {
 }
 
 // joinAs is join with the id as written ("0": the writing thread).
-func (v *v1) joinAs(name string, l limits.Limits, file string, id string) error {
+func (v *v1) joinAs(name string, l limits.Limits, file, id string) error {
 	for _, c := range v.order {
 		dir := filepath.Join(v.dirs[c], name)
 		err := os.Mkdir(dir, 0o755)

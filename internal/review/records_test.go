@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -156,4 +157,20 @@ func FuzzLoadRecords(f *testing.F) {
 			t.Fatalf("after a save: %+v %v", got, err)
 		}
 	})
+}
+
+// TestRecordsNotRegular: something other than a regular file in the
+// records' place (a FIFO here) is refused by Save and Load alike.
+func TestRecordsNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(Dir(dir), 0o700)
+	if err := syscall.Mkfifo(filepath.Join(Dir(dir), recordsName), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(dir, Record{Run: "run-1"}); err == nil {
+		t.Error("Save wrote into a FIFO")
+	}
+	if _, err := Load(dir, ""); err == nil {
+		t.Error("Load read a FIFO")
+	}
 }

@@ -347,7 +347,15 @@ func Save(sessionDir string, r Record) error {
 		return err
 	}
 	line := append(b, '\n')
-	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = errors.New("review records: not a regular file")
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if st.Size() > 0 {
 		last := make([]byte, 1)
 		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
 			line = append([]byte{'\n'}, line...)
@@ -389,7 +397,8 @@ func Load(sessionDir, run string) (Record, error) {
 // reading from the end; ok is false when there is none. A line that does
 // not parse (torn by a crash) is skipped.
 func loadRecords(sessionDir, run string) (r Record, ok bool, err error) {
-	f, err := os.OpenFile(filepath.Join(Dir(sessionDir), recordsName), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	// O_NONBLOCK: a FIFO in its place is refused below, never waited on.
+	f, err := os.OpenFile(filepath.Join(Dir(sessionDir), recordsName), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return r, false, nil
 	}
