@@ -88,6 +88,45 @@ func TestDiffAndUndo(t *testing.T) {
 	}
 }
 
+// TestReviewWhileAnotherRunHoldsTheWorkspace: two sessions in one
+// workspace outside git. While one's run is in its tool call — its
+// sandboxes hold the placeholders of the workspace's absent protected
+// names there, an empty .git among them — the other's run is still
+// snapshotted (the placeholder is no repository) and `ctx agent diff`
+// shows what it changed.
+func TestReviewWhileAnotherRunHoldsTheWorkspace(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	w := newWorld(t)
+	w.start()
+	w.tool("mutate", "#!/bin/sh\nset -e\necho changed > /workspace/a.txt\necho mutated\n")
+	w.tool("hold", "#!/bin/sh\nwhile [ ! -e /workspace/release ]; do sleep 0.05; done\necho held\n")
+	w.agent("u", map[string]string{"tools": "mutate\nhold\n", "policy": "allow tool *\n"})
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("original\n"), 0o644)
+	c := w.dial("u")
+	c.send(sendReq("h1", "tool hold", "session", "holder", "workspace", ws))
+	c.until("tool_call", 30*time.Second)
+	if st, err := os.Lstat(filepath.Join(ws, ".git")); err != nil || !st.IsDir() {
+		t.Fatalf("the holding run's .git placeholder: %v %v", st, err)
+	}
+	if r := w.ctx(ws, "", "agent", "send", "u", "--session", "b", "tool", "mutate"); r.code != 0 || !strings.Contains(r.stdout, "mutated") {
+		t.Fatalf("send: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r := w.ctx(ws, "", "agent", "diff", "u", "--session", "b")
+	if !strings.Contains(r.stdout, "-original") || !strings.Contains(r.stdout, "+changed") {
+		t.Errorf("diff of the run beside the holder: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	os.WriteFile(filepath.Join(ws, "release"), nil, 0o644)
+	if got := c.until("done", 30*time.Second); got[len(got)-1].Status != "ok" {
+		t.Fatalf("the holding run: %v", types(got))
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".git")); !os.IsNotExist(err) {
+		t.Errorf(".git after both runs: %v", err)
+	}
+}
+
 // TestReviewRecordIsTheHostsAlone: the persistent terminal's processes
 // see their session's directory (writable, for tools.json), and the
 // session's runs keep their review records there. A record a tool could

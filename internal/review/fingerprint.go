@@ -22,15 +22,22 @@ const (
 	coarseRacy = 2 * time.Second
 )
 
-// fingerprint is a hash of what a walk of the workspace finds — every
-// entry's path, type and mode, size, mtime, ctime and inode (a
-// directory's times left out), .git directories skipped — so that a workspace with the same fingerprint as
-// when a snapshot was taken holds the same files: its tree is reused and
-// no git process runs (a run that changed nothing costs two walks). ""
-// when it cannot tell: the walk was cut (over MaxFiles entries or
-// MaxBytes), an entry could not be read, or an entry changed within racy
-// of the walk. n and size count the entries and their bytes; over says
-// the walk passed a bound.
+// fingerprint is a hash of what a walk of the workspace finds that git
+// can take into a tree — every regular file's and symlink's path, type
+// and mode, size, mtime, ctime and inode, .git directories skipped — so
+// that a workspace with the same fingerprint as when a snapshot was taken
+// holds the same files: its tree is reused and no git process runs (a run
+// that changed nothing costs two walks). What git never takes is left
+// out: a directory by itself (its files are in the walk) and anything
+// neither a file nor a symlink (a FIFO, a socket, a device) — the
+// placeholders other runs in the same workspace hold while they last
+// (internal/workspace: empty directories and FIFOs, made moments ago)
+// would otherwise change the fingerprint, or make it unusable as too
+// recent, for every run that overlaps one. "" when it cannot tell: the
+// walk was cut (over MaxFiles entries or MaxBytes), an entry could not
+// be read, or a file changed within racy of the walk. n and size count
+// the entries (directories too) and their bytes; over says the walk
+// passed a bound.
 func fingerprint(ws string) (fp string, n int, size int64, over bool) {
 	h := sha256.New()
 	t := time.Now()
@@ -45,6 +52,20 @@ func fingerprint(ws string) (fp string, n int, size int64, over bool) {
 		if d.IsDir() && d.Name() == ".git" && p != ws {
 			return filepath.SkipDir
 		}
+		if d.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0 {
+			return nil // git takes none: a run's file placeholders are FIFOs
+		}
+		if d.IsDir() {
+			// Counted, not hashed: git takes no directory, only what is
+			// in it (a run's directory placeholders are empty).
+			if p != ws {
+				if n++; n > MaxFiles {
+					over = true
+					return filepath.SkipAll
+				}
+			}
+			return nil
+		}
 		info, err := d.Info()
 		if err != nil {
 			usable = false
@@ -55,11 +76,9 @@ func fingerprint(ws string) (fp string, n int, size int64, over bool) {
 			usable = false
 			return nil
 		}
-		if p != ws {
-			if n++; n > MaxFiles {
-				over = true
-				return filepath.SkipAll
-			}
+		if n++; n > MaxFiles {
+			over = true
+			return filepath.SkipAll
 		}
 		if info.Mode().IsRegular() {
 			if size += info.Size(); size > MaxBytes {
@@ -68,12 +87,6 @@ func fingerprint(ws string) (fp string, n int, size int64, over bool) {
 			}
 		}
 		mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
-		if d.IsDir() {
-			// A directory's times change with its entries, which the
-			// walk lists anyway (and with a run's placeholders, made
-			// and removed in it): its path, mode and inode suffice.
-			mt, ct = 0, 0
-		}
 		limit := fine
 		if st.Mtim.Nsec == 0 || st.Ctim.Nsec == 0 {
 			limit = coarse

@@ -170,12 +170,23 @@ func Start(ctx context.Context, sessionDir, run, workspace string) (Record, erro
 	return r, err
 }
 
-// inWorkTree says whether dir or a directory above it holds a .git (a
-// few lstat calls; git itself decides the rest).
+// inWorkTree says whether dir or a directory above it holds a
+// repository git would find: a .git file (a linked work tree's) or a
+// .git directory with a HEAD (a few lstat calls; git itself decides the
+// rest). An empty .git directory is passed over, as git's discovery
+// does: it is what another run in the same workspace holds there while
+// it lasts (internal/workspace's placeholder for the protected .git),
+// and taking it for a repository would leave a run that overlaps one
+// without its snapshot.
 func inWorkTree(dir string) bool {
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
-			return true
+		if st, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			if !st.IsDir() {
+				return true
+			}
+			if _, err := os.Lstat(filepath.Join(d, ".git", "HEAD")); err == nil {
+				return true
+			}
 		}
 		if d == filepath.Dir(d) {
 			return false

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func gitT(t *testing.T, dir string, args ...string) string {
@@ -401,4 +404,89 @@ func BenchmarkRunReview(b *testing.B) {
 	b.ReportMetric(float64(git.Microseconds())/n/1000, "git-ms")
 	b.ReportMetric(float64(same)/float64(git), "unchanged/git")
 	b.ReportMetric(float64(changed)/float64(git), "changed/git")
+}
+
+// TestFingerprintLeavesOutWhatGitSkips: the placeholders another run in
+// the same workspace holds (a FIFO of mode 000, an empty directory of
+// mode 01500, both made a moment ago) change neither the fingerprint nor
+// its use — the tree is reused with no git process — while a new file, a
+// symlink, or a file in a new directory do change it.
+func TestFingerprintLeavesOutWhatGitSkips(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
+	os.Mkdir(filepath.Join(ws, "sub"), 0o755)
+	os.WriteFile(filepath.Join(ws, "sub", "b.txt"), []byte("two\n"), 0o644)
+	time.Sleep(racy + 50*time.Millisecond)
+	before, n, _, _ := fingerprint(ws)
+	if before == "" || n != 3 {
+		t.Fatalf("fingerprint %q of %d entries", before, n)
+	}
+	// What a run's sandbox holds in the workspace while it lasts.
+	if err := unix.Mkfifo(filepath.Join(ws, ".envrc"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(ws, ".envrc"), filepath.Join(ws, "sub", ".profile")); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(ws, ".vscode"), 0o1500)
+	os.Chmod(filepath.Join(ws, ".vscode"), 0o1500)
+	if got, _, _, _ := fingerprint(ws); got != before {
+		t.Fatalf("placeholders changed the fingerprint: %q, was %q", got, before)
+	}
+	os.Remove(filepath.Join(ws, ".envrc"))
+	os.Remove(filepath.Join(ws, "sub", ".profile"))
+	os.Remove(filepath.Join(ws, ".vscode"))
+	for name, change := range map[string]func(){
+		"a new file": func() { os.WriteFile(filepath.Join(ws, "c.txt"), nil, 0o644) },
+		"a symlink":  func() { os.Symlink("a.txt", filepath.Join(ws, "l")) },
+		"a file in a new dir": func() {
+			os.MkdirAll(filepath.Join(ws, "d"), 0o755)
+			os.WriteFile(filepath.Join(ws, "d", "x"), nil, 0o644)
+		},
+		"a file moved to another": func() { os.Rename(filepath.Join(ws, "sub", "b.txt"), filepath.Join(ws, "b.txt")) },
+	} {
+		change()
+		old := time.Now().Add(-time.Hour) // times set back: only the paths can tell
+		filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+			if err == nil {
+				os.Chtimes(p, old, old)
+			}
+			return nil
+		})
+		time.Sleep(racy + 50*time.Millisecond)
+		got, _, _, _ := fingerprint(ws)
+		if got == "" || got == before {
+			t.Errorf("%s: fingerprint %q, before %q", name, got, before)
+		}
+		before = got
+	}
+}
+
+// TestStartPassesOverAPlaceholderGit: a workspace outside git in which
+// another run holds the placeholder of the protected .git (an empty
+// directory of mode 01500) is still snapshotted, into the session's
+// private repository, with no git process asked for a repository there;
+// a .git directory with a HEAD is a work tree.
+func TestStartPassesOverAPlaceholderGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, dir := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
+	if err := os.Mkdir(filepath.Join(ws, ".git"), 0o1500); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(ws, ".git"), 0o1500)
+	if inWorkTree(ws) {
+		t.Fatal("an empty .git taken for a repository")
+	}
+	r, err := Start(context.Background(), dir, "run-1", ws)
+	if err != nil || r.GitDir == "" || r.Before == "" {
+		t.Fatalf("Start: %+v %v", r, err)
+	}
+	os.Remove(filepath.Join(ws, ".git"))
+	gitT(t, ws, "init", "-q")
+	if !inWorkTree(ws) || !inWorkTree(filepath.Join(ws, "sub")) {
+		t.Fatal("a repository not found")
+	}
 }
