@@ -119,11 +119,19 @@ func Load(l layout.Layout, name string) (*Def, error) {
 	d.UID, d.GID = os.Geteuid(), os.Getegid()
 	d.Groups, _ = os.Getgroups()
 	d.Limits = limits.Default
+	// Control files are re-read for every run (U6): the directory is
+	// listed once and only the names it holds are opened, below its
+	// descriptor — not one open, mostly failing, per control name.
+	ctl, err := openControls(d.Control)
+	if err != nil {
+		return nil, fmt.Errorf("agent %q: %w", name, err)
+	}
+	defer ctl.close()
 	for _, c := range controls {
 		if c.name == "" {
 			err = c.parse(d, nil)
 		} else {
-			b, rerr := ReadControl(filepath.Join(d.Control, c.name))
+			b, rerr := ctl.read(c.name)
 			switch {
 			case errors.Is(rerr, fs.ErrNotExist):
 				continue
@@ -136,7 +144,8 @@ func Load(l layout.Layout, name string) (*Def, error) {
 			return nil, fmt.Errorf("agent %q: %w", name, err)
 		}
 	}
-	if d.Protect, err = ReadProtect(d.Control); err != nil {
+	b, err := ctl.read("protect")
+	if d.Protect, err = parseProtect(b, err); err != nil {
 		return nil, fmt.Errorf("agent %q: %w", name, err)
 	}
 	if d.Root != "" && d.Root != "/" {
@@ -153,7 +162,10 @@ func Load(l layout.Layout, name string) (*Def, error) {
 // ReadProtect reads the grants of .d/protect in the control directory
 // ctl (none when absent). Errors wrap ErrInvalid.
 func ReadProtect(ctl string) (workspace.Grants, error) {
-	b, err := ReadControl(filepath.Join(ctl, "protect"))
+	return parseProtect(ReadControl(filepath.Join(ctl, "protect")))
+}
+
+func parseProtect(b []byte, err error) (workspace.Grants, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return workspace.ParseGrants(nil)
 	}
@@ -170,18 +182,14 @@ func ReadProtect(ctl string) (workspace.Grants, error) {
 // ReadControl reads one control file safely: never through a symlink,
 // never blocking on a FIFO, regular files only, at most MaxControl bytes;
 // each refusal wraps ErrInvalid, a missing file fs.ErrNotExist. The one
-// reader of control files (window's setter used its own).
+// reader of control files (window's setter used its own); Load reads a
+// definition's files the same way below one descriptor (controlDir).
 func ReadControl(path string) ([]byte, error) {
 	// O_NOFOLLOW: a symlink is refused, never followed; O_NONBLOCK: a FIFO
 	// cannot block the open (it is then refused as not a regular file).
 	f, st, err := safefs.OpenRegular(path)
-	switch {
-	case errors.Is(err, syscall.ELOOP):
-		return nil, fmt.Errorf("%s: a symlink (control files are never followed): %w", path, ErrInvalid)
-	case errors.Is(err, safefs.ErrNotRegular):
-		return nil, fmt.Errorf("%s: not a regular file: %w", path, ErrInvalid)
-	case err != nil:
-		return nil, err
+	if err != nil {
+		return nil, controlErr(path, err)
 	}
 	defer f.Close()
 	if st.Size() > MaxControl {
@@ -193,6 +201,75 @@ func ReadControl(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: grew while read: %w", path, ErrInvalid)
 	}
 	return b[:n], nil
+}
+
+// controlErr says why the control file at path was refused.
+func controlErr(path string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%s: a symlink (control files are never followed): %w", path, ErrInvalid)
+	case errors.Is(err, safefs.ErrNotRegular):
+		return fmt.Errorf("%s: not a regular file: %w", path, ErrInvalid)
+	}
+	return err
+}
+
+// controlDir is a definition's control directory as Load reads it: the
+// names it held when listed, each read below its descriptor as
+// ReadControl reads a path. No directory: every file is absent.
+type controlDir struct {
+	f     *os.File
+	path  string
+	names map[string]bool
+}
+
+func openControls(path string) (*controlDir, error) {
+	c := &controlDir{path: path}
+	// O_DIRECTORY: anything else in its place is refused at once (a
+	// FIFO never blocks the open).
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, fmt.Errorf("%s: not a directory: %w", path, ErrInvalid)
+	}
+	if err != nil {
+		return nil, err
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c.f, c.names = f, make(map[string]bool, len(names))
+	for _, n := range names {
+		c.names[n] = true
+	}
+	return c, nil
+}
+
+// read is ReadControl of the directory's file name (fs.ErrNotExist when
+// the listing did not hold it).
+func (c *controlDir) read(name string) ([]byte, error) {
+	path := filepath.Join(c.path, name)
+	if !c.names[name] {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+	}
+	b, err := safefs.ReadRegularAt(int(c.f.Fd()), name, path, MaxControl+1)
+	if err != nil {
+		return nil, controlErr(path, err)
+	}
+	if len(b) > MaxControl {
+		return nil, fmt.Errorf("%s: larger than %d bytes: %w", path, MaxControl, ErrInvalid)
+	}
+	return b, nil
+}
+
+func (c *controlDir) close() {
+	if c.f != nil {
+		c.f.Close()
+	}
 }
 
 // OneLine validates a one-line control file: exactly one LF-terminated line,

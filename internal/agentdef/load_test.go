@@ -273,3 +273,32 @@ func TestLoadRefusesNonRegularControl(t *testing.T) {
 		t.Fatal("Load blocked for 2 s opening a FIFO control file")
 	}
 }
+
+// TestLoadControlDirNotADirectory: a control directory that is a file or
+// a FIFO fails the definition (closed) at once — the FIFO's open never
+// blocks Load. spec: X1, V3
+func TestLoadControlDirNotADirectory(t *testing.T) {
+	for _, kind := range []string{"file", "fifo"} {
+		l := testLayout(t)
+		write(t, l.AgentObject("a"), "#!/bin/sh\n")
+		var err error
+		if kind == "file" {
+			err = os.WriteFile(l.AgentControl("a"), []byte("sdk-envelope-v1\n"), 0o644)
+		} else {
+			err = syscall.Mkfifo(l.AgentControl("a"), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := Load(l, "a"); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: want ErrInvalid, got %v", kind, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Load blocked", kind)
+		}
+	}
+}
