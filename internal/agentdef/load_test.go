@@ -257,20 +257,28 @@ func TestLoadRefusesNonRegularControl(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := loadBeside(t, l, fifo); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("FIFO control: want ErrInvalid, got %v", err)
+	}
+}
+
+// loadBeside is Load(l, "a") failing the test if it blocks for 2 s on the
+// FIFO at fifo — then opened for writing, so the stuck open ends and the
+// goroutine with it.
+func loadBeside(t *testing.T, l layout.Layout, fifo string) error {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { _, err := Load(l, "a"); done <- err }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrInvalid) {
-			t.Fatalf("FIFO control: want ErrInvalid, got %v", err)
-		}
+		return err
 	case <-time.After(2 * time.Second):
-		// Unblock the stuck open so the goroutine ends, then fail.
 		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
 			w.Close()
 		}
 		<-done
-		t.Fatal("Load blocked for 2 s opening a FIFO control file")
+		t.Fatalf("Load blocked for 2 s opening the FIFO %s", fifo)
+		return nil
 	}
 }
 
@@ -290,15 +298,8 @@ func TestLoadControlDirNotADirectory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() { _, err := Load(l, "a"); done <- err }()
-		select {
-		case err := <-done:
-			if !errors.Is(err, ErrInvalid) {
-				t.Errorf("%s: want ErrInvalid, got %v", kind, err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: Load blocked", kind)
+		if err := loadBeside(t, l, l.AgentControl("a")); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: want ErrInvalid, got %v", kind, err)
 		}
 	}
 }
