@@ -35,9 +35,9 @@ const (
 // would otherwise change the fingerprint, or make it unusable as too
 // recent, for every run that overlaps one. "" when it cannot tell: the
 // walk was cut (over MaxFiles entries or MaxBytes), an entry could not
-// be read, or a file changed within racy of the walk. n and size count
-// the entries (directories too) and their bytes; over says the walk
-// passed a bound.
+// be read, or a file changed within racy of the walk. n counts every
+// entry, hashed or not (a workspace of FIFOs is bounded as one of
+// files), size the files' bytes; over says the walk passed a bound.
 func fingerprint(ws string) (fp string, n int, size int64, over bool) {
 	h := sha256.New()
 	t := time.Now()
@@ -52,18 +52,19 @@ func fingerprint(ws string) (fp string, n int, size int64, over bool) {
 		if d.IsDir() && d.Name() == ".git" && p != ws {
 			return filepath.SkipDir
 		}
-		if d.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0 {
-			return nil // git takes none: a run's file placeholders are FIFOs
+		if p == ws {
+			return nil
 		}
-		if d.IsDir() {
-			// Counted, not hashed: git takes no directory, only what is
-			// in it (a run's directory placeholders are empty).
-			if p != ws {
-				if n++; n > MaxFiles {
-					over = true
-					return filepath.SkipAll
-				}
-			}
+		// Every entry counts against the bound, hashed or not: the walk
+		// is the host's work on what the agent wrote.
+		if n++; n > MaxFiles {
+			over = true
+			return filepath.SkipAll
+		}
+		if d.IsDir() || d.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0 {
+			// Counted, not hashed: git takes no directory, only what is in
+			// it, and nothing but files and symlinks (a run's placeholders
+			// are empty directories and FIFOs).
 			return nil
 		}
 		info, err := d.Info()
@@ -75,10 +76,6 @@ func fingerprint(ws string) (fp string, n int, size int64, over bool) {
 		if !ok {
 			usable = false
 			return nil
-		}
-		if n++; n > MaxFiles {
-			over = true
-			return filepath.SkipAll
 		}
 		if info.Mode().IsRegular() {
 			if size += info.Size(); size > MaxBytes {

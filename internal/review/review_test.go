@@ -490,3 +490,18 @@ func TestStartPassesOverAPlaceholderGit(t *testing.T) {
 		t.Fatal("a repository not found")
 	}
 }
+
+// TestFingerprintBoundsWhatItSkips: entries the fingerprint does not
+// hash still count against MaxFiles — an agent's workspace of FIFOs is
+// walked no further than one of files.
+func TestFingerprintBoundsWhatItSkips(t *testing.T) {
+	ws := t.TempDir()
+	for i := 0; i <= MaxFiles; i++ {
+		if err := unix.Mkfifo(filepath.Join(ws, strconv.Itoa(i)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fp, n, _, over := fingerprint(ws); fp != "" || !over || n != MaxFiles+1 {
+		t.Fatalf("%d FIFOs: fingerprint %q, %d entries, over %v", MaxFiles+1, fp, n, over)
+	}
+}
