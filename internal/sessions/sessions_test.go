@@ -236,6 +236,11 @@ func TestCleanAndShort(t *testing.T) {
 	if got := Clean("ok\tline\nnext\x1b]0;pwn\x07\u202e"); got != "ok\tline\nnext\uFFFD]0;pwn\uFFFD\uFFFD" {
 		t.Fatalf("Clean: %q", got)
 	}
+	// Bytes that are not UTF-8 (a lone 0x9b is an 8-bit CSI) too; a
+	// real U+FFFD and other text stay.
+	if got := Clean("a\x9b31mb\xc2c\uFFFDd€"); got != "a\uFFFD31mb\uFFFDc\uFFFDd€" {
+		t.Fatalf("Clean of bytes not UTF-8: %q", got)
+	}
 	if got := Short("\n\n  first  \nsecond"); got != "first" {
 		t.Fatalf("Short: %q", got)
 	}

@@ -250,11 +250,13 @@ func cut(s string, n int) string {
 // Clean makes stored text safe to print on a terminal: control and format
 // characters other than newline and tab (escape sequences, bidi
 // overrides) become U+FFFD, so an agent's output cannot drive the
-// reader's terminal.
+// reader's terminal; so does each byte that is not UTF-8 — a lone 0x9b
+// is the one-byte CSI to a terminal that takes 8-bit controls, and a
+// wrapper that re-encodes it bytewise makes U+009B of it.
 func Clean(s string) string {
 	ok := true
 	for _, r := range s {
-		if bad(r) {
+		if bad(r) || r == utf8.RuneError { // strings.Map writes U+FFFD for a bad byte
 			ok = false
 			break
 		}
