@@ -7,22 +7,17 @@ import (
 	"sync"
 
 	"github.com/charmbracelet/x/ansi"
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/parser"
-	"github.com/yuin/goldmark/text"
 
 	"github.com/cortexfs/ctx/internal/sessions"
 )
 
-// Markdown renders assistant Markdown for a terminal: CommonMark parsed by
-// goldmark's core parser and written as text with SGR styles, wrapped to
-// the width. No extension and no syntax highlighter: glamour's (chroma's
-// lexers and styles) cost every ctx command ~30 ms of package init, the
-// client's whole start, to colour code blocks.
+// Markdown renders assistant Markdown for a terminal: parsed by
+// mdparse.go and written as text with SGR styles, wrapped to the width.
+// No syntax highlighter and no Markdown library: their package init
+// (chroma's lexers, a CommonMark parser's entity table) ran in every ctx
+// command, the client's whole start, for the one path that renders.
 type Markdown struct {
 	width int
-	p     parser.Parser
 }
 
 // NewMarkdown makes a renderer wrapping at width columns (at most 100, so
@@ -34,7 +29,7 @@ func NewMarkdown(width int) (*Markdown, error) {
 	if width > 100 {
 		width = 100
 	}
-	return &Markdown{width: width, p: goldmark.DefaultParser()}, nil
+	return &Markdown{width: width}, nil
 }
 
 // The styles (sgrStyle, view.go), whose "off" undoes only what "on" set,
@@ -56,10 +51,11 @@ const margin = "  "
 // become U+FFFD first, so an agent's answer cannot drive the terminal; the
 // only escape sequences in the result are the renderer's own styles.
 func (m *Markdown) Render(md string) string {
-	src := []byte(sessions.Clean(md))
-	doc := m.p.Parse(text.NewReader(src))
-	r := mdRender{src: src}
-	lines := r.children(doc, m.width-2*len(margin))
+	src := strings.Split(sessions.Clean(md), "\n")
+	for i, l := range src {
+		src[i] = expandTabs(l)
+	}
+	lines := renderBlocks(parseBlocks(src, 0), m.width-2*len(margin), false)
 	for i, l := range lines {
 		if l = strings.TrimRight(l, " "); l != "" {
 			l = margin + l
@@ -79,19 +75,16 @@ func trimBlankLines(lines []string) []string {
 	return lines
 }
 
-// mdRender writes one parsed document.
-type mdRender struct{ src []byte }
-
-// children renders n's blocks at width, a blank line between them; the
-// items of a tight list sit on consecutive lines.
-func (r *mdRender) children(n ast.Node, width int) []string {
+// renderBlocks renders blocks at width, a blank line between them; the
+// blocks of a tight list's item sit on consecutive lines.
+func renderBlocks(blocks []*mdBlock, width int, tight bool) []string {
 	var out []string
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		ls := r.block(c, width)
+	for _, b := range blocks {
+		ls := renderBlock(b, width)
 		if len(ls) == 0 {
 			continue
 		}
-		if len(out) > 0 && !tightIn(n) {
+		if len(out) > 0 && !tight {
 			out = append(out, "")
 		}
 		out = append(out, ls...)
@@ -99,67 +92,44 @@ func (r *mdRender) children(n ast.Node, width int) []string {
 	return out
 }
 
-// tightIn: n is a list item of a tight list (its blocks, and the list's
-// items, are not separated by blank lines).
-func tightIn(n ast.Node) bool {
-	switch n := n.(type) {
-	case *ast.List:
-		return n.IsTight
-	case *ast.ListItem:
-		l, ok := n.Parent().(*ast.List)
-		return ok && l.IsTight
-	}
-	return false
-}
-
-func (r *mdRender) block(n ast.Node, width int) []string {
+func renderBlock(b *mdBlock, width int) []string {
 	width = max(width, 10)
-	switch n := n.(type) {
-	case *ast.Heading:
-		return wrap(mdHeading.Render(r.inline(n)), width)
-	case *ast.Paragraph, *ast.TextBlock:
-		if table := r.table(n); table != nil {
-			return table
-		}
-		return wrap(r.inline(n), width)
-	case *ast.ThematicBreak:
+	switch b.kind {
+	case blkHeading:
+		return wrap(mdHeading.Render(inline(b.lines[0])), width)
+	case blkPara:
+		return wrap(inline(strings.Join(b.lines, "\n")), width)
+	case blkTable, blkHTML:
+		return b.lines // as written
+	case blkRule:
 		return []string{mdFaint.Render(strings.Repeat("─", min(width, 40)))}
-	case *ast.FencedCodeBlock, *ast.CodeBlock, *ast.HTMLBlock:
+	case blkCode:
 		// As written, never wrapped: indentation is meaning in code.
-		var out []string
-		for i := 0; i < n.Lines().Len(); i++ {
-			seg := n.Lines().At(i)
-			l := strings.TrimRight(string(seg.Value(r.src)), "\r\n")
-			if _, html := n.(*ast.HTMLBlock); html {
-				out = append(out, l)
-				continue
-			}
-			out = append(out, margin+mdCode.Render(l))
-		}
-		if h, ok := n.(*ast.HTMLBlock); ok && h.HasClosure() {
-			out = append(out, strings.TrimRight(string(h.ClosureLine.Value(r.src)), "\r\n"))
+		out := make([]string, len(b.lines))
+		for i, l := range b.lines {
+			out[i] = margin + mdCode.Render(l)
 		}
 		return out
-	case *ast.Blockquote:
-		inner := r.children(n, width-2)
+	case blkQuote:
+		inner := renderBlocks(b.kids, width-2, false)
 		for i, l := range inner {
 			inner[i] = mdFaint.Render("│") + " " + l
 		}
 		return inner
-	case *ast.List:
+	case blkList:
 		var out []string
-		num := n.Start
-		for item := n.FirstChild(); item != nil; item = item.NextSibling() {
+		num := b.start
+		for _, item := range b.items {
 			marker := "• "
-			if n.IsOrdered() {
+			if b.ordered {
 				marker = strconv.Itoa(num) + ". "
 				num++
 			}
-			inner := r.children(item, width-len([]rune(marker)))
+			inner := renderBlocks(item, width-len([]rune(marker)), b.tight)
 			if len(inner) == 0 {
 				inner = []string{""}
 			}
-			if len(out) > 0 && !n.IsTight {
+			if len(out) > 0 && !b.tight {
 				out = append(out, "")
 			}
 			pad := strings.Repeat(" ", len([]rune(marker)))
@@ -175,81 +145,7 @@ func (r *mdRender) block(n ast.Node, width int) []string {
 		}
 		return out
 	}
-	return r.children(n, width)
-}
-
-// table is a paragraph whose every line starts with "|" (a GFM table,
-// which the core parser reads as a paragraph), line by line as written;
-// nil for any other paragraph.
-func (r *mdRender) table(n ast.Node) []string {
-	lines := n.Lines()
-	if lines.Len() < 2 {
-		return nil
-	}
-	var out []string
-	for i := 0; i < lines.Len(); i++ {
-		seg := lines.At(i)
-		l := strings.TrimSpace(string(seg.Value(r.src)))
-		if !strings.HasPrefix(l, "|") {
-			return nil
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-// inline is n's inline content as one styled string; "\n" where the text
-// has a hard line break.
-func (r *mdRender) inline(n ast.Node) string {
-	var b strings.Builder
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		switch c := c.(type) {
-		case *ast.Text:
-			b.Write(c.Value(r.src))
-			switch {
-			case c.HardLineBreak():
-				b.WriteByte('\n')
-			case c.SoftLineBreak():
-				b.WriteByte(' ')
-			}
-		case *ast.String:
-			b.Write(c.Value)
-		case *ast.CodeSpan:
-			var code strings.Builder
-			for t := c.FirstChild(); t != nil; t = t.NextSibling() {
-				if s, ok := t.(*ast.Text); ok {
-					code.Write(s.Value(r.src))
-				} else if s, ok := t.(*ast.String); ok {
-					code.Write(s.Value)
-				}
-			}
-			b.WriteString(mdCode.Render(code.String()))
-		case *ast.Emphasis:
-			st := mdItalic
-			if c.Level >= 2 {
-				st = mdBold
-			}
-			b.WriteString(st.Render(r.inline(c)))
-		case *ast.Link:
-			label := r.inline(c)
-			b.WriteString(mdUnderline.Render(label))
-			if dest := string(c.Destination); dest != "" && dest != plainText(label) {
-				b.WriteString(" " + mdFaint.Render(dest))
-			}
-		case *ast.AutoLink:
-			b.WriteString(mdUnderline.Render(string(c.URL(r.src))))
-		case *ast.Image:
-			b.WriteString(mdFaint.Render("[image: " + r.inline(c) + "] " + string(c.Destination)))
-		case *ast.RawHTML:
-			for i := 0; i < c.Segments.Len(); i++ {
-				seg := c.Segments.At(i)
-				b.Write(seg.Value(r.src))
-			}
-		default:
-			b.WriteString(r.inline(c))
-		}
-	}
-	return b.String()
+	return nil
 }
 
 // wrap cuts styled text into lines of at most width columns, at spaces
