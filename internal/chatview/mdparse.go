@@ -206,6 +206,9 @@ func listItem(l string) (mdItem, bool) {
 		it.num, _ = strconv.Atoi(t[:d])
 	}
 	after := t[w:]
+	if strings.HasPrefix(after, "\t") { // a tab after the marker: spaces to its stop
+		after = strings.Repeat(" ", 4-(lead+w)%4) + after[1:]
+	}
 	if after != "" && after[0] != ' ' {
 		return mdItem{}, false
 	}

@@ -54,6 +54,7 @@ func TestMarkdownParse(t *testing.T) {
 		{"loose list", "1. one\n\n2. two", "  1. one\n\n  2. two"},
 		{"ordered start", "3) three\n4) four", "  3. three\n  4. four"},
 		{"nested list", "- a\n  - b\n    - c\n- d", "  • a\n    • b\n      • c\n  • d"},
+		{"tabs", "-\ta\n\t-\tb\n1.\tc", "  • a\n    • b\n\n  1. c"},
 		{"item with code", "1. run:\n\n   ```sh\n   make\n   ```\n2. done", "  1. run:\n\n       {c}make{/c}\n\n  2. done"},
 		{"list after paragraph", "text\n- a\n- b", "  text\n\n  • a\n  • b"},
 		{"ordered 2 does not interrupt", "text\n2. b", "  text 2. b"},
