@@ -142,11 +142,7 @@ func isQuote(l string) bool {
 
 // unquote is a quote line without its marker (and one space after it).
 func unquote(l string) string {
-	t := strings.TrimLeft(l, " ")[1:]
-	if strings.HasPrefix(t, " ") {
-		t = t[1:]
-	}
-	return t
+	return strings.TrimPrefix(strings.TrimLeft(l, " ")[1:], " ")
 }
 
 // htmlStart: a line that opens an HTML block — a comment, a
