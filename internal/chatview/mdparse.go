@@ -83,7 +83,7 @@ func indentOf(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
 
 func isBlank(l string) bool { return strings.TrimSpace(l) == "" }
 
-// isRule: three or more of one of - * _, spaces between. spec: CommonMark 4.1
+// isRule: three or more of one of - * _, spaces between (CommonMark 4.1).
 func isRule(l string) bool {
 	if indentOf(l) > 3 {
 		return false
