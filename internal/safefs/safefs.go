@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -214,36 +215,45 @@ const maxDepth = 4096
 // Within reports whether the directory dir lies at or below the directory
 // with identity anc, by climbing ".." from dir (no names, no symlinks).
 func Within(dir *os.File, anc Identity) (bool, error) {
+	chain, err := Ancestors(dir)
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(chain, anc), nil
+}
+
+// Ancestors is the identity of the directory dir and of each directory
+// above it up to "/", climbing ".." (no names, no symlinks): one climb
+// answers every Within question about dir. Each step opens the parent and
+// stats it once (its identity is the next step's).
+func Ancestors(dir *os.File) ([]Identity, error) {
 	cur, err := unix.Openat(int(dir.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return false, fmt.Errorf("within %s: %w", dir.Name(), err)
+		return nil, fmt.Errorf("within %s: %w", dir.Name(), err)
 	}
 	defer func() { unix.Close(cur) }()
 	var st unix.Stat_t
+	if err := unix.Fstat(cur, &st); err != nil {
+		return nil, fmt.Errorf("within %s: %w", dir.Name(), err)
+	}
+	chain := []Identity{{Dev: st.Dev, Ino: st.Ino}}
 	for i := 0; i < maxDepth; i++ {
-		if err := unix.Fstat(cur, &st); err != nil {
-			return false, fmt.Errorf("within %s: %w", dir.Name(), err)
-		}
-		id := Identity{Dev: st.Dev, Ino: st.Ino}
-		if id == anc {
-			return true, nil
-		}
 		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return false, fmt.Errorf("within %s: %w", dir.Name(), err)
-		}
-		var ust unix.Stat_t
-		if err := unix.Fstat(up, &ust); err != nil {
-			unix.Close(up)
-			return false, fmt.Errorf("within %s: %w", dir.Name(), err)
+			return nil, fmt.Errorf("within %s: %w", dir.Name(), err)
 		}
 		unix.Close(cur)
 		cur = up
-		if (Identity{Dev: ust.Dev, Ino: ust.Ino}) == id {
-			return false, nil // "/" is its own parent
+		if err := unix.Fstat(cur, &st); err != nil {
+			return nil, fmt.Errorf("within %s: %w", dir.Name(), err)
 		}
+		id := Identity{Dev: st.Dev, Ino: st.Ino}
+		if id == chain[len(chain)-1] {
+			return chain, nil // "/" is its own parent
+		}
+		chain = append(chain, id)
 	}
-	return false, fmt.Errorf("within %s: deeper than %d levels", dir.Name(), maxDepth)
+	return nil, fmt.Errorf("within %s: deeper than %d levels", dir.Name(), maxDepth)
 }
 
 // WithinPath is Within for an ancestor named by path (followed: the

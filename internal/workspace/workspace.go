@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/cortexfs/ctx/internal/pathin"
 	"log/slog"
 	"os"
 	"os/user"
@@ -18,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cortexfs/ctx/internal/pathin"
 
 	"golang.org/x/sys/unix"
 
@@ -212,16 +213,24 @@ func Open(path string, o Options) (*Dir, error) {
 	}
 	l := o.Layout
 	// Inside the runtime's own trees: never (an agent would write its
-	// session logs, controls and tools).
+	// session logs, controls and tools). One climb from the directory
+	// answers for both.
+	var chain []safefs.Identity
 	for _, own := range []string{l.Root, l.Runtime} {
 		if own == "" {
 			continue
 		}
-		in, err := safefs.WithinPath(f, own)
+		oid, err := safefs.StatID(own)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err == nil && chain == nil {
+			chain, err = safefs.Ancestors(f)
+		}
 		if err != nil {
 			return nil, refuse("%v", err)
 		}
-		if in {
+		if slices.Contains(chain, oid) {
 			return nil, refuse("inside %s, which only the runtime writes", own)
 		}
 	}
