@@ -22,6 +22,7 @@ import (
 	"github.com/cortexfs/ctx/internal/netpolicy"
 	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/workspace"
+	"golang.org/x/sys/unix"
 )
 
 // Executable-agent ABIs: ABI is sdk-envelope-v1 (X1), the default of
@@ -185,22 +186,22 @@ func parseProtect(b []byte, err error) (workspace.Grants, error) {
 // reader of control files (window's setter used its own); Load reads a
 // definition's files the same way below one descriptor (controlDir).
 func ReadControl(path string) ([]byte, error) {
-	// O_NOFOLLOW: a symlink is refused, never followed; O_NONBLOCK: a FIFO
-	// cannot block the open (it is then refused as not a regular file).
-	f, st, err := safefs.OpenRegular(path)
+	return readControlAt(unix.AT_FDCWD, path, path)
+}
+
+// readControlAt is ReadControl of rel below the directory descriptor dirfd
+// (path names it in errors). O_NOFOLLOW: a symlink is refused, never
+// followed; O_NONBLOCK: a FIFO cannot block the open (it is then refused
+// as not a regular file); at most MaxControl+1 bytes are read.
+func readControlAt(dirfd int, rel, path string) ([]byte, error) {
+	b, err := safefs.ReadRegularAt(dirfd, rel, path, MaxControl+1)
 	if err != nil {
 		return nil, controlErr(path, err)
 	}
-	defer f.Close()
-	if st.Size() > MaxControl {
+	if len(b) > MaxControl {
 		return nil, fmt.Errorf("%s: larger than %d bytes: %w", path, MaxControl, ErrInvalid)
 	}
-	b := make([]byte, st.Size()+1)
-	n, _ := f.Read(b)
-	if n > int(st.Size()) {
-		return nil, fmt.Errorf("%s: grew while read: %w", path, ErrInvalid)
-	}
-	return b[:n], nil
+	return b, nil
 }
 
 // controlErr says why the control file at path was refused.
@@ -256,14 +257,7 @@ func (c *controlDir) read(name string) ([]byte, error) {
 	if !c.names[name] {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
 	}
-	b, err := safefs.ReadRegularAt(int(c.f.Fd()), name, path, MaxControl+1)
-	if err != nil {
-		return nil, controlErr(path, err)
-	}
-	if len(b) > MaxControl {
-		return nil, fmt.Errorf("%s: larger than %d bytes: %w", path, MaxControl, ErrInvalid)
-	}
-	return b, nil
+	return readControlAt(int(c.f.Fd()), name, path)
 }
 
 func (c *controlDir) close() {
