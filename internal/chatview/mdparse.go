@@ -38,7 +38,6 @@ const (
 type mdBlock struct {
 	kind  mdKind
 	lines []string   // text of a paragraph or heading; a code, HTML or table block's lines
-	level int        // a heading's
 	kids  []*mdBlock // a quote's blocks
 	items [][]*mdBlock
 	// A list's: ordered (its first number start), tight (no blank line
@@ -105,35 +104,20 @@ func isRule(l string) bool {
 	return n >= 3
 }
 
-// atx is the level and text of an ATX heading line.
-func atx(l string) (int, string, bool) {
-	if !heading(l) {
-		return 0, "", false
-	}
-	t := strings.TrimLeft(l, " ")
-	h := strings.TrimLeft(t, "#")
-	level := len(t) - len(h)
-	h = strings.TrimSpace(h)
+// atxText is the text of an ATX heading line (heading(l) holds).
+func atxText(l string) string {
+	h := strings.TrimSpace(strings.TrimLeft(strings.TrimLeft(l, " "), "#"))
 	// A closing sequence of #s, after a space, is not the text.
 	if c := strings.TrimRight(h, "#"); c != h && (c == "" || strings.HasSuffix(c, " ") || strings.HasSuffix(c, "\t")) {
 		h = strings.TrimSpace(c)
 	}
-	return level, h, true
+	return h
 }
 
-// setext is the level a setext underline gives the paragraph above it.
-func setext(l string) int {
-	if indentOf(l) > 3 {
-		return 0
-	}
+// isSetext: an underline that makes the paragraph above it a heading.
+func isSetext(l string) bool {
 	t := strings.TrimSpace(l)
-	switch {
-	case t != "" && strings.Trim(t, "=") == "":
-		return 1
-	case t != "" && strings.Trim(t, "-") == "":
-		return 2
-	}
-	return 0
+	return indentOf(l) <= 3 && t != "" && (strings.Trim(t, "=") == "" || strings.Trim(t, "-") == "")
 }
 
 func isQuote(l string) bool {
@@ -260,8 +244,7 @@ func parseBlocks(lines []string, depth int) []*mdBlock {
 			i++ // the closing fence (or the end)
 			add(b)
 		case heading(l):
-			level, text, _ := atx(l)
-			add(&mdBlock{kind: blkHeading, level: level, lines: []string{text}})
+			add(&mdBlock{kind: blkHeading, lines: []string{atxText(l)}})
 			i++
 		case isRule(l):
 			add(&mdBlock{kind: blkRule})
@@ -309,8 +292,8 @@ func parseBlocks(lines []string, depth int) []*mdBlock {
 			b := &mdBlock{kind: blkPara, lines: []string{strings.TrimLeft(l, " ")}}
 			for i++; i < len(lines); i++ {
 				c := lines[i]
-				if lv := setext(c); lv > 0 {
-					b.kind, b.level = blkHeading, lv
+				if isSetext(c) {
+					b.kind = blkHeading
 					i++
 					break
 				}

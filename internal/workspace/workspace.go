@@ -18,11 +18,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/cortexfs/ctx/internal/pathin"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/pathin"
 	"github.com/cortexfs/ctx/internal/safefs"
 )
 
