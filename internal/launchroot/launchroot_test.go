@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/killtree"
 	"github.com/cortexfs/ctx/internal/procstat"
 )
 
@@ -506,5 +507,74 @@ func TestRootOfAnotherUIDRefused(t *testing.T) {
 	r.roots[1000] = &rootEntry{Entry: Entry{PID: 1000, StartTime: 10, BootID: r.bootID, Identity: other}, pidfd: -1}
 	if id, err := r.Verify(1001, os.Getuid()); !errors.Is(err, ErrWrongUID) {
 		t.Fatalf("verified %+v, %v; want ErrWrongUID", id, err)
+	}
+}
+
+// TestBwrapLatchedBlockIgnoresEOF: a latched block (PrepareLatched) is
+// not released when every other write end of its pipe closes, as when
+// the daemon dies while the sandbox is held: bwrap's PID 1 stays blocked
+// and the program never runs. Only Started's byte releases it, and the
+// program does not inherit the block descriptor. spec: U2
+func TestBwrapLatchedBlockIgnoresEOF(t *testing.T) {
+	bw, err := bwrap.Find("")
+	if err != nil {
+		t.Skip("bwrap not installed:", err)
+	}
+	r := newRegistry(t)
+	out := t.TempDir()
+	for _, release := range []bool{false, true} {
+		ran := filepath.Join(out, "ran-"+strconv.FormatBool(release))
+		l, err := r.PrepareLatched(ident, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(l.ExtraFiles[0].Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		pipe := "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
+		args, err := bwrap.Spec{
+			System:  true,
+			Mounts:  []bwrap.Mount{{Src: out, Dst: "/out", Write: true}},
+			BlockFD: l.BlockFD,
+			Argv:    []string{"/bin/sh", "-c", "ls -l /proc/self/fd > " + "/out/" + filepath.Base(ran) + "; exec sleep 60"},
+		}.Args()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bw, args...)
+		cmd.ExtraFiles = l.ExtraFiles
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			l.Abort()
+			t.Fatal(err)
+		}
+		if !release {
+			// The daemon's ends close (Abort is what a dead daemon's
+			// exit does to them): a plain pipe reads EOF now.
+			l.Abort()
+			time.Sleep(500 * time.Millisecond)
+			if _, err := os.Stat(ran); err == nil {
+				t.Error("the latched sandbox ran after its block's other ends closed")
+			}
+			// bwrap → its PID 1, still held on the block.
+			if pid1 := onlyChild(t, cmd.Process.Pid); pid1 <= 0 {
+				t.Error("bwrap's PID 1 is gone")
+			}
+			killtree.Kill(cmd.Process.Pid)
+			_ = cmd.Wait()
+			continue
+		}
+		rel, err := l.Started(cmd.Process)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { b, err := os.ReadFile(ran); return err == nil && len(b) > 0 })
+		if b, _ := os.ReadFile(ran); strings.Contains(string(b), pipe) {
+			t.Errorf("the released program holds the block %s:\n%s", pipe, b)
+		}
+		killtree.Kill(cmd.Process.Pid)
+		_ = cmd.Wait()
+		rel()
 	}
 }

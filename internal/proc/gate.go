@@ -9,8 +9,8 @@ import (
 	"github.com/cortexfs/ctx/internal/bwrap"
 )
 
-// GateShell is the program every held sandbox runs first: the host's
-// /bin/sh, which every System view binds.
+// GateShell is the program a held sandbox not born inside its run's
+// cgroup runs first: the host's /bin/sh, which every System view binds.
 const GateShell = "/bin/sh"
 
 // GateExit is the gate's exit status when its start was never released.
@@ -31,6 +31,11 @@ const GateExit = 125
 // stdin, whose data follows the release line), so the program inherits
 // exactly what it would without it; --as-pid-1 keeps working since the
 // program replaces the gate in place (exec), keeping its pid.
+//
+// A sandbox born inside its run's cgroup (Options.Enter, cgroup v1) has
+// no gate: its block is latched (launchroot.Latch), so no EOF releases
+// it, and a held PID 1 its daemon left behind is in a run cgroup, which
+// the reaper sweeps. That saves every such sandbox the gate's exec.
 type gate struct {
 	w    io.WriteCloser
 	rest []byte // written after the release line, then w is closed
@@ -56,8 +61,12 @@ func newGate(stdin []byte, pipe bool) (g *gate, r *os.File, err error) {
 	return &gate{w: w, rest: stdin, pipe: pipe, done: make(chan struct{})}, r, nil
 }
 
-// open releases the program: one line, then stdin's data.
+// open releases the program: one line, then stdin's data. A nil gate
+// (a start without one) does nothing.
 func (g *gate) open() {
+	if g == nil {
+		return
+	}
 	g.once.Do(func() {
 		if _, err := g.w.Write([]byte{'\n'}); err != nil || g.pipe {
 			close(g.done)

@@ -120,11 +120,17 @@ func Start(o Options) (*Proc, error) {
 		o.Place = nil
 	}
 	held := o.Roots != nil || o.Place != nil || o.Spec.Egress != nil // a net sandbox is connected while held
+	// A held sandbox born inside its run's cgroup (Enter) is held on a
+	// latched block (launchroot.Latch), which no EOF releases: if the
+	// daemon dies first, its PID 1 stays blocked in the cgroup until the
+	// reaper's sweep kills it. Any other held sandbox runs its program
+	// through the gate, which the block's EOF aborts.
+	latched := held && o.Enter != nil
 	cmd := exec.Command(o.Bwrap, args...)
 	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv, then --args EnvFD)
 	cmd.Dir = "/"
 	var g *gate
-	if held {
+	if held && !latched {
 		// A held sandbox runs through the gate: the daemon's death before
 		// the release aborts it (the block pipe's EOF would release it).
 		var r *os.File
@@ -169,13 +175,17 @@ func Start(o Options) (*Proc, error) {
 		return p, nil
 	}
 	if o.Roots == nil {
-		if err := p.startHeld(o, cmd, name); err != nil {
+		if err := p.startHeld(o, cmd, name, latched); err != nil {
 			return nil, err
 		}
 		g.open()
 		return p, nil
 	}
-	launch, err := o.Roots.Prepare(o.Ident, o.Spec.Files)
+	prepare := o.Roots.Prepare
+	if latched {
+		prepare = o.Roots.PrepareLatched
+	}
+	launch, err := prepare(o.Ident, o.Spec.Files)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +219,7 @@ func Start(o Options) (*Proc, error) {
 		return nil, fmt.Errorf("start %s: launch root: %w", name, err)
 	}
 	p.release = release
-	g.open() // spec: U2 — only a registered root runs its program
+	g.open() // spec: U2 — only a registered root runs its program (a latched block needs no gate)
 	return p, nil
 }
 
@@ -286,7 +296,7 @@ func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) error {
 		serr := cmd.Start()
 		if lerr := leave(); lerr != nil {
 			if serr == nil {
-				_ = cmd.Process.Kill() // its death signal fires as this thread ends anyway
+				killtree.Kill(cmd.Process.Pid) // bwrap's death signal fires as this thread ends; a latched child has none yet
 				_ = cmd.Wait()
 			}
 			errc <- fmt.Errorf("leave the run's cgroup: %w", lerr)
@@ -301,10 +311,19 @@ func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) error {
 // startHeld starts bwrap held on a block pipe of its own, runs o.Place
 // (when set) and connects a net sandbox, then releases it: without launch
 // roots, placement and the network still come first.
-func (p *Proc) startHeld(o Options, cmd *exec.Cmd, name string) error {
+func (p *Proc) startHeld(o Options, cmd *exec.Cmd, name string, latched bool) error {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("start %s: block pipe: %w", name, err)
+	}
+	if latched {
+		lr, err := launchroot.Latch(pr)
+		pr.Close()
+		if err != nil {
+			pw.Close()
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		pr = lr
 	}
 	defer pr.Close()
 	o.Spec.BlockFD = 3 + len(o.Spec.Files)
@@ -334,8 +353,7 @@ func (p *Proc) startHeld(o Options, cmd *exec.Cmd, name string) error {
 	_, err = pw.Write([]byte{1})
 	pw.Close()
 	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		killHeld(cmd)
 		return fmt.Errorf("start %s: release: %w", name, err)
 	}
 	return nil

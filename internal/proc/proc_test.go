@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/killtree"
+	"github.com/cortexfs/ctx/internal/launchroot"
 )
 
 func TestMain(m *testing.M) {
@@ -263,5 +265,62 @@ func heldDies(t *testing.T, bwrapFirst bool) {
 	}
 	if len(alive) > 0 {
 		t.Errorf("the held sandbox outlived its starter: %v", alive)
+	}
+}
+
+// TestBornInsideHeldWithoutGate: a held start born inside its cgroup
+// (Enter) is held on a latched block instead of the gate — no /bin/sh in
+// front of the program — and still runs nothing before its launch root is
+// registered; its program gets its stdin whole. spec: U2
+func TestBornInsideHeldWithoutGate(t *testing.T) {
+	if _, err := os.Stat(bwrap.DefaultPath); err != nil {
+		t.Skip("bwrap not installed")
+	}
+	reg, err := launchroot.New(os.Getuid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	spec := bwrap.Spec{System: true, Mounts: []bwrap.Mount{{Src: dir, Dst: dir, Write: true}},
+		Argv: []string{"/bin/sh", "-c", "cat > " + dir + "/stdin"}}
+	entered := false
+	p, err := Start(Options{Bwrap: bwrap.DefaultPath, Spec: spec, Stdin: []byte("data"),
+		Roots: reg, Ident: launchroot.Identity{UID: os.Getuid(), Agent: "a", Session: "s", Run: "r"},
+		Enter: func(tid int) (func() error, error) {
+			entered = tid > 0
+			return func() error { return nil }, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.gate != nil || slices.Contains(p.cmd.Args, "ctx-gate") {
+		t.Errorf("a sandbox born inside its cgroup went through the gate: %q", p.cmd.Args)
+	}
+	if len(reg.Entries()) != 1 {
+		t.Errorf("launch roots while it runs: %+v", reg.Entries())
+	}
+	io.Copy(io.Discard, p.Stdout)
+	if err := p.Wait(); err != nil || !entered {
+		t.Fatalf("wait %v (stderr %q), entered %v", err, p.Stderr(), entered)
+	}
+	if b, err := os.ReadFile(dir + "/stdin"); err != nil || string(b) != "data" {
+		t.Errorf("the program's stdin: %q %v", b, err)
+	}
+	// Without Enter the same held start goes through the gate.
+	os.Remove(dir + "/stdin")
+	p, err = Start(Options{Bwrap: bwrap.DefaultPath, Spec: spec, Stdin: []byte("data"),
+		Roots: reg, Ident: launchroot.Identity{UID: os.Getuid(), Agent: "a", Session: "s", Run: "r"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.gate == nil || !slices.Contains(p.cmd.Args, "ctx-gate") {
+		t.Errorf("a held start outside any cgroup has no gate: %q", p.cmd.Args)
+	}
+	io.Copy(io.Discard, p.Stdout)
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(dir + "/stdin"); err != nil || string(b) != "data" {
+		t.Errorf("the gated program's stdin: %q %v", b, err)
 	}
 }
