@@ -182,7 +182,14 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	a.enter(phaseRunning)
 	a.def = m.def
 	a.prep = m.prep
-	a.group = a.cfg.Cgroups.Group(a.spec.RunID, m.def.Limits) // created by the first process
+	a.group = a.cfg.Cgroups.Group(a.spec.RunID, m.def.Limits)
+	if m.def.Kind != agentdef.KindModel || a.spec.Op == ipc.OpTsh {
+		// A sandbox comes next (the agent's step, the tsh op's): the
+		// cgroup is made meanwhile, off the actor, so that the sandbox's
+		// start only joins it. A model's send may never start one: its
+		// first tool call makes the group.
+		a.group.Prepare()
+	}
 	start := &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest}
 	if m.prep != nil {
 		start.Prompt = m.prep.PromptHash() // R4: match a run to `ctx agent prompt`

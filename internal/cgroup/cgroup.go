@@ -105,6 +105,12 @@ type Group struct {
 	mu     sync.Mutex
 	used   bool
 	closed bool
+	// inside counts the daemon's threads that entered the group and have
+	// not left it yet: Close waits for them, since killing the group
+	// kills every process a thread of it belongs to — the daemon's own.
+	inside sync.WaitGroup
+	// made is closed when Prepare's creation ended (nil: not prepared).
+	made chan struct{}
 }
 
 // Group returns the run's group; nothing is created until Place.
@@ -139,12 +145,65 @@ func (g *Group) EnterFunc() func(tid int) (func() error, error) {
 			return nil, ErrClosed
 		}
 		g.used = true
+		g.inside.Add(1)
 		leave, err := e.enter(g.name, g.lim, tid)
+		var once sync.Once
+		left := func() { once.Do(g.inside.Done) }
+		if leave == nil {
+			left()
+		} else {
+			// Counted out whether or not the move back succeeded: a
+			// thread that cannot leave is ended by its caller.
+			inner := leave
+			leave = func() error { defer left(); return inner() }
+		}
 		if err != nil {
 			return leave, fmt.Errorf("cgroup %s (%s): %w", g.name, g.m.b.mode(), err)
 		}
 		return leave, nil
 	}
+}
+
+// creator is a backend that can make a group before any process joins it
+// (v1, v2): the mkdir and the limits, without the move.
+type creator interface {
+	create(name string, l limits.Limits) error
+}
+
+// Prepare makes the group in the background now, where the backend can
+// (v1, v2), so that the first process's Enter or Place only joins it: the
+// mkdir and the limits are off the sandbox's start, done while the run
+// still reads its definition and checks its first call. A group that no
+// process joins is removed by Close all the same. A failed creation is
+// only logged: the first join makes the group itself and reports.
+func (g *Group) Prepare() {
+	if g == nil {
+		return
+	}
+	c, ok := g.m.b.(creator)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	if g.closed || g.used || g.made != nil {
+		g.mu.Unlock()
+		return
+	}
+	made := make(chan struct{})
+	g.made = made
+	g.mu.Unlock()
+	go func() { // owned by the group: Close waits for it
+		defer close(made)
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.closed || g.used {
+			return
+		}
+		g.used = true // made, so Close removes it
+		if err := c.create(g.name, g.lim); err != nil {
+			g.m.log.Debug("cgroup not made ahead (its first process makes it)", "group", g.name, "err", err)
+		}
+	}()
 }
 
 // Procs lists the processes in the group now (none for a nil or unused
@@ -224,7 +283,14 @@ func (g *Group) Close(grace time.Duration) error {
 		return nil
 	}
 	g.mu.Lock()
-	g.closed = true
+	g.closed = true // no thread enters any more, nothing is prepared
+	made := g.made
+	g.mu.Unlock()
+	if made != nil {
+		<-made
+	}
+	g.inside.Wait() // every thread of the daemon is out before the kill
+	g.mu.Lock()
 	used := g.used
 	g.mu.Unlock()
 	if !used {

@@ -513,3 +513,80 @@ func TestEnterBornInside(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPrepareMakesTheGroupAhead: Prepare makes the group with its limits
+// before any process joins it (the sandbox's start then only joins), a
+// prepared group nothing joined is removed by Close, and a group closed
+// first is never made.
+func TestPrepareMakesTheGroupAhead(t *testing.T) {
+	m := v1Machine(t)
+	lim := limits.Limits{Tasks: 29, Memory: 300 << 20, CPUWeight: 50}
+	dir := func(g *Group) string {
+		if b, ok := m.b.(*v1); ok {
+			return filepath.Join(b.dirs["pids"], g.name)
+		}
+		return filepath.Join(m.b.(*v2).base, g.name)
+	}
+	g := m.Group("run-3-prep"+strconv.Itoa(os.Getpid()), lim)
+	g.Prepare()
+	g.mu.Lock()
+	made := g.made
+	g.mu.Unlock()
+	<-made
+	b, err := os.ReadFile(filepath.Join(dir(g), "pids.max"))
+	if err != nil || strings.TrimSpace(string(b)) != "29" {
+		t.Fatalf("prepared group's pids.max: %q %v", b, err)
+	}
+	if err := g.Close(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir(g)); !os.IsNotExist(err) {
+		t.Errorf("a prepared group nothing joined is left after Close: %v", err)
+	}
+	g = m.Group("run-3-late"+strconv.Itoa(os.Getpid()), lim)
+	g.Close(0)
+	g.Prepare()
+	if _, err := os.Stat(dir(g)); !os.IsNotExist(err) {
+		t.Errorf("a group closed before Prepare was made: %v", err)
+	}
+}
+
+// TestCloseWaitsForTheThreadInside: Close does not kill a group while a
+// thread of this process is inside it (between Enter and its leave) —
+// killing the group would kill the whole process — and goes on once it
+// left.
+func TestCloseWaitsForTheThreadInside(t *testing.T) {
+	m := v1Machine(t)
+	if m.Mode() != ModeV1 {
+		t.Skipf("threads enter groups on v1 only: %s", m.Mode())
+	}
+	g := m.Group("run-3-inside"+strconv.Itoa(os.Getpid()), limits.Limits{Tasks: 32, Memory: 512 << 20, CPUWeight: 50})
+	entered, out, left := make(chan error), make(chan struct{}), make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		leave, err := g.EnterFunc()(unix.Gettid())
+		entered <- err
+		if err != nil {
+			return
+		}
+		<-out
+		left <- leave()
+	}()
+	if err := <-entered; err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error)
+	go func() { closed <- g.Close(0) }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a thread of this process was inside the group", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(out)
+	if err := <-left; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}

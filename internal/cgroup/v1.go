@@ -140,6 +140,20 @@ func (v *v1) join(name string, l limits.Limits, file string, id int) error {
 
 // joinAs is join with the id as written ("0": the writing thread).
 func (v *v1) joinAs(name string, l limits.Limits, file, id string) error {
+	if err := v.create(name, l); err != nil {
+		return err
+	}
+	for _, c := range v.order {
+		if err := writeFile(filepath.Join(v.dirs[c], name, file), id); err != nil {
+			return fmt.Errorf("%s: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// create makes the group in every controller with its limits; a group
+// that exists already is left as it is (made ahead by Group.Prepare).
+func (v *v1) create(name string, l limits.Limits) error {
 	for _, c := range v.order {
 		dir := filepath.Join(v.dirs[c], name)
 		err := os.Mkdir(dir, 0o755)
@@ -154,11 +168,6 @@ func (v *v1) joinAs(name string, l limits.Limits, file, id string) error {
 				return fmt.Errorf("%s: %w", c, err)
 			}
 		} else if !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s: %w", c, err)
-		}
-	}
-	for _, c := range v.order {
-		if err := writeFile(filepath.Join(v.dirs[c], name, file), id); err != nil {
 			return fmt.Errorf("%s: %w", c, err)
 		}
 	}

@@ -110,6 +110,15 @@ func (v *v2) describe() string {
 }
 
 func (v *v2) place(name string, l limits.Limits, pid int) error {
+	if err := v.create(name, l); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(v.base, name, "cgroup.procs"), strconv.Itoa(pid))
+}
+
+// create makes the group with its limits; one that exists already is left
+// as it is (made ahead by Group.Prepare).
+func (v *v2) create(name string, l limits.Limits) error {
 	dir := filepath.Join(v.base, name)
 	err := v.mkdir(dir)
 	if errors.Is(err, fs.ErrNotExist) { // the base was released: make it again
@@ -128,7 +137,7 @@ func (v *v2) place(name string, l limits.Limits, pid int) error {
 	case !errors.Is(err, fs.ErrExist):
 		return err
 	}
-	return writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
+	return nil
 }
 
 // configureV2 writes a new group's limits (before any process joins).

@@ -169,7 +169,12 @@ func Start(o Options) (*Proc, error) {
 	}
 	// A net sandbox is held too, even with nothing to place.
 	if o.Roots == nil && o.Place == nil && o.Spec.Egress == nil {
-		if err := startIn(cmd, o.Enter); err != nil {
+		left, err := startIn(cmd, o.Enter)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		if err := awaitLeft(left); err != nil {
+			killHeld(cmd)
 			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
 		return p, nil
@@ -196,7 +201,8 @@ func Start(o Options) (*Proc, error) {
 	}
 	cmd.Args = append([]string{o.Bwrap}, args...)
 	cmd.ExtraFiles = launch.ExtraFiles
-	if err := startIn(cmd, o.Enter); err != nil {
+	left, err := startIn(cmd, o.Enter)
+	if err != nil {
 		launch.Abort()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -209,17 +215,26 @@ func Start(o Options) (*Proc, error) {
 	}
 	if err := p.attach(o); err != nil {
 		killHeld(cmd)
+		_ = awaitLeft(left)
 		launch.Abort()
 		return nil, err
 	}
+	// The root is registered and the program released while the thread
+	// that forked bwrap leaves the run's cgroup.
 	release, err := launch.Started(cmd.Process) // register the root, then unblock bwrap
 	if err != nil {
 		_ = cmd.Wait()
+		_ = awaitLeft(left)
 		launch.Abort()
 		return nil, fmt.Errorf("start %s: launch root: %w", name, err)
 	}
-	p.release = release
 	g.open() // spec: U2 — only a registered root runs its program (a latched block needs no gate)
+	if err := awaitLeft(left); err != nil {
+		killHeld(cmd)
+		release()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p.release = release
 	return p, nil
 }
 
@@ -273,14 +288,18 @@ func killHeld(cmd *exec.Cmd) {
 
 // startIn starts cmd; with enter, from an OS thread that enter moved into
 // the run's cgroup first, so the child is born there; the thread then
-// leaves the cgroup and is unlocked. A thread that cannot leave is never
-// unlocked (its goroutine ends, and Go ends the thread) and the start
-// fails: no daemon thread may stay in a run's cgroup, which is killed whole.
-func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) error {
+// leaves the cgroup and is unlocked. Once cmd started, the thread leaves
+// while the caller goes on (a held sandbox is registered and released
+// meanwhile): the caller must receive from left before it returns, and
+// fail the start on an error. A thread that cannot leave is never
+// unlocked (its goroutine ends, and Go ends the thread): no daemon thread
+// may stay in a run's cgroup, which is killed whole. left is nil without
+// enter.
+func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) (left <-chan error, err error) {
 	if enter == nil {
-		return cmd.Start()
+		return nil, cmd.Start()
 	}
-	errc := make(chan error, 1)
+	errc, leftc := make(chan error, 1), make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		leave, err := enter(unix.Gettid())
@@ -293,19 +312,38 @@ func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) error {
 			errc <- fmt.Errorf("enter: %w", err)
 			return
 		}
-		serr := cmd.Start()
-		if lerr := leave(); lerr != nil {
-			if serr == nil {
-				killtree.Kill(cmd.Process.Pid) // bwrap's death signal fires as this thread ends; a latched child has none yet
-				_ = cmd.Wait()
+		if serr := cmd.Start(); serr != nil {
+			if lerr := leave(); lerr != nil {
+				errc <- fmt.Errorf("leave the run's cgroup: %w", lerr)
+				return
 			}
-			errc <- fmt.Errorf("leave the run's cgroup: %w", lerr)
+			runtime.UnlockOSThread()
+			errc <- serr
 			return
 		}
-		runtime.UnlockOSThread()
-		errc <- serr
+		errc <- nil
+		lerr := leave()
+		if lerr == nil {
+			runtime.UnlockOSThread()
+		}
+		leftc <- lerr
 	}()
-	return <-errc
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	return leftc, nil
+}
+
+// awaitLeft waits until the thread that started the process left the
+// run's cgroup (startIn); nil left is nothing to wait for.
+func awaitLeft(left <-chan error) error {
+	if left == nil {
+		return nil
+	}
+	if err := <-left; err != nil {
+		return fmt.Errorf("leave the run's cgroup: %w", err)
+	}
+	return nil
 }
 
 // startHeld starts bwrap held on a block pipe of its own, runs o.Place
@@ -334,7 +372,13 @@ func (p *Proc) startHeld(o Options, cmd *exec.Cmd, name string, latched bool) er
 	}
 	cmd.Args = append([]string{o.Bwrap}, args...)
 	cmd.ExtraFiles = append(append([]*os.File(nil), o.Spec.Files...), pr)
-	if err := startIn(cmd, o.Enter); err != nil {
+	left, err := startIn(cmd, o.Enter)
+	if err != nil {
+		pw.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	if err := awaitLeft(left); err != nil {
+		killHeld(cmd)
 		pw.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
