@@ -3,8 +3,6 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/bwrap"
@@ -126,52 +124,29 @@ func toolMounts(l layout.Layout, def *agentdef.Def, trees bool) (tmpfs []string,
 	return tmpfs, mounts, remount
 }
 
-// listTools reads the tool directory host through one descriptor: the
-// names of its regular files the agent (label, its policy loaded as ap,
-// aerr) may use — DecideTool's verdict for each — and the quick key of
-// their tree (quickKey), from one fstatat of each tool and of its .d/.
-// A tool's policy is read only when its .d/ exists: <name>.d/policy
-// below a missing .d/ is absent all the same. Per tool that is two or
-// three syscalls relative to the directory, where each verdict was two
-// opens and the key two lstats from / (docs/performance.md).
+// listTools gives, of the tool directory host, the names of its regular
+// files the agent (label, its policy loaded as ap, aerr) may use —
+// DecideTool's verdict for each — and the quick key of their tree
+// (quickKey). The directory's listing (each tool's policy, the lstat of
+// the tool and of its .d/) is read once and kept while nothing in it
+// changes (tooldir.go); the verdicts are taken again for every view.
 func listTools(host, label string, ap *policy.Policy, aerr error) (names []string, qk string, qerr, err error) {
-	dir, err := os.Open(host)
+	tools, err := readToolDir(host)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	defer dir.Close()
-	ents, err := dir.ReadDir(-1)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	// In name order, as os.ReadDir gives them: the view's binds and the
-	// tree's key do not depend on the directory's hash order.
-	slices.SortFunc(ents, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	dfd := int(dir.Fd())
 	key := newQuickKey(host)
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasSuffix(name, ".d") || layout.CheckName("tool", name) != nil || !e.Type().IsRegular() {
+	for i := range tools {
+		t := &tools[i]
+		if !policy.DecideLoaded(ap, aerr, t.tp, t.terr, t.name, label).Allowed { // Denied tools are absent
 			continue
 		}
-		var dst unix.Stat_t
-		derr := fstatat(dfd, name+".d", &dst)
-		var tp *policy.Policy
-		var terr error
-		if derr != unix.ENOENT {
-			rel := name + ".d/policy"
-			tp, terr = policy.LoadAt(policy.ToolPolicy, dfd, rel, filepath.Join(host, rel))
-		}
-		if !policy.DecideLoaded(ap, aerr, tp, terr, name, label).Allowed { // Denied tools are absent
-			continue
-		}
-		names = append(names, name)
+		names = append(names, t.name)
 		if qerr != nil {
 			continue
 		}
-		var st unix.Stat_t
-		if qerr = key.add(name, &st, fstatat(dfd, name, &st)); qerr == nil {
-			qerr = key.add(name+".d", &dst, derr)
+		if qerr = key.add(t.name, &t.st, t.sterr); qerr == nil {
+			qerr = key.add(t.name+".d", &t.dst, t.derr)
 		}
 	}
 	return names, key.sum(), qerr, nil
