@@ -441,22 +441,7 @@ func TestBwrapBlockFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err := bwrap.Spec{
-		System:  true,
-		Mounts:  []bwrap.Mount{{Src: out, Dst: "/out", Write: true}},
-		BlockFD: l.BlockFD,
-		Argv:    []string{"/bin/sh", "-c", "echo ran > /out/ran; exec sleep 60"},
-	}.Args()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bw, args...)
-	cmd.ExtraFiles = l.ExtraFiles
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		l.Abort()
-		t.Fatal(err)
-	}
+	cmd := startBlocked(t, bw, l, out, "echo ran > /out/ran; exec sleep 60")
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	time.Sleep(300 * time.Millisecond)
 	if _, err := os.Stat(filepath.Join(out, "ran")); err == nil {
@@ -533,22 +518,7 @@ func TestBwrapLatchedBlockIgnoresEOF(t *testing.T) {
 			t.Fatal(err)
 		}
 		pipe := "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
-		args, err := bwrap.Spec{
-			System:  true,
-			Mounts:  []bwrap.Mount{{Src: out, Dst: "/out", Write: true}},
-			BlockFD: l.BlockFD,
-			Argv:    []string{"/bin/sh", "-c", "ls -l /proc/self/fd > " + "/out/" + filepath.Base(ran) + "; exec sleep 60"},
-		}.Args()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bw, args...)
-		cmd.ExtraFiles = l.ExtraFiles
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			l.Abort()
-			t.Fatal(err)
-		}
+		cmd := startBlocked(t, bw, l, out, "ls -l /proc/self/fd > /out/"+filepath.Base(ran)+"; exec sleep 60")
 		if !release {
 			// The daemon's ends close (Abort is what a dead daemon's
 			// exit does to them): a plain pipe reads EOF now.
@@ -577,4 +547,27 @@ func TestBwrapLatchedBlockIgnoresEOF(t *testing.T) {
 		_ = cmd.Wait()
 		rel()
 	}
+}
+
+// startBlocked starts bwrap (bw) held on l's block, its program a shell
+// running script with out bound writable at /out.
+func startBlocked(t *testing.T, bw string, l *Launch, out, script string) *exec.Cmd {
+	t.Helper()
+	args, err := bwrap.Spec{
+		System:  true,
+		Mounts:  []bwrap.Mount{{Src: out, Dst: "/out", Write: true}},
+		BlockFD: l.BlockFD,
+		Argv:    []string{"/bin/sh", "-c", script},
+	}.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bw, args...)
+	cmd.ExtraFiles = l.ExtraFiles
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		l.Abort()
+		t.Fatal(err)
+	}
+	return cmd
 }

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/cortexfs/ctx/internal/policy"
@@ -19,12 +18,7 @@ import (
 // reads; a .d/ that is a symlink makes the directory be read for every
 // view. spec: V3
 func TestListToolsSeesEveryChange(t *testing.T) {
-	v := view(t)
-	l := v.Layout
-	v.Def.Control = l.AgentControl("a")
-	os.MkdirAll(v.Def.Control, 0o755)
-	dir := l.ToolDir()
-	os.MkdirAll(dir, 0o755)
+	v, dir := toolView(t)
 	outside := t.TempDir()
 	tool := func(name string) { os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755) }
 	write := func(path, text string) {
@@ -59,14 +53,7 @@ func TestListToolsSeesEveryChange(t *testing.T) {
 		if err != nil || qerr != nil {
 			t.Fatal(step, err, qerr)
 		}
-		ents, _ := os.ReadDir(dir)
-		var want []string
-		for _, e := range ents {
-			if e.Type().IsRegular() && !strings.HasSuffix(e.Name(), ".d") && DecideTool(v.Def, dir, e.Name()).Allowed {
-				want = append(want, e.Name())
-			}
-		}
-		if !slices.Equal(names, want) {
+		if want := decided(v, dir); !slices.Equal(names, want) {
 			t.Errorf("%s: listed %v, DecideTool allows %v", step, names, want)
 		}
 		return names, qk

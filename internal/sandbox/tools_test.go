@@ -237,12 +237,7 @@ func toolView(t *testing.T) (View, string) {
 // closed) and a non-regular policy, an agent policy that is invalid —
 // and the quick key changes when a tool is replaced. spec: V3
 func TestListToolsIsDecideTool(t *testing.T) {
-	v := view(t)
-	l := v.Layout
-	v.Def.Control = l.AgentControl("a")
-	os.MkdirAll(v.Def.Control, 0o755)
-	dir := l.ToolDir()
-	os.MkdirAll(dir, 0o755)
+	v, dir := toolView(t)
 	tool := func(name string) { os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755) }
 	policyOf := func(name, text string) {
 		os.MkdirAll(filepath.Join(dir, name+".d"), 0o755)
@@ -271,14 +266,7 @@ func TestListToolsIsDecideTool(t *testing.T) {
 		if err != nil || qerr != nil {
 			t.Fatal(err, qerr)
 		}
-		ents, _ := os.ReadDir(dir)
-		var want []string
-		for _, e := range ents {
-			if e.Type().IsRegular() && !strings.HasSuffix(e.Name(), ".d") && DecideTool(v.Def, dir, e.Name()).Allowed {
-				want = append(want, e.Name())
-			}
-		}
-		if !slices.Equal(names, want) {
+		if want := decided(v, dir); !slices.Equal(names, want) {
 			t.Errorf("label %q: listed %v, DecideTool allows %v", label, names, want)
 		}
 		return qk
@@ -300,4 +288,18 @@ func TestListToolsIsDecideTool(t *testing.T) {
 	if names, _, _, _ := listTools(dir, "", ap, aerr); len(names) != 0 || aerr == nil {
 		t.Errorf("an invalid agent policy listed %v (%v)", names, aerr)
 	}
+}
+
+// decided lists, in name order, the regular files of dir (not a .d/)
+// that DecideTool allows v's agent, each read afresh: what a listing of
+// dir must show.
+func decided(v View, dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var want []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && !strings.HasSuffix(e.Name(), ".d") && DecideTool(v.Def, dir, e.Name()).Allowed {
+			want = append(want, e.Name())
+		}
+	}
+	return want
 }
