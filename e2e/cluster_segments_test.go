@@ -43,7 +43,7 @@ func TestSegmentsAreTheHostsAlone(t *testing.T) {
 	sess := "/ctx/home/" + strconv.Itoa(os.Getuid()) + "/agent/t1/session/default"
 	got := a.run(`cd `+sess+` && { r=; echo x > segments/99999999999999999999.jsonl 2>/dev/null && r=planted; `+
 		`echo forged >> segments/00000000000000000005.jsonl 2>/dev/null && r="$r,forged"; `+
-		`rm -rf segments 2>/dev/null; [ -e segments ] || r="$r,removed"; echo "SEG=[$r]"; cd /workspace; }`, "SEG")
+		`rm -rf segments 2>/dev/null; [ -e segments ] || r="$r,removed"; echo "SE""G=[$r]"; cd /workspace; }`, "SEG")
 	if got != "[]" {
 		t.Fatalf("a sandbox process changed segments/: %s", got)
 	}
