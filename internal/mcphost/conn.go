@@ -179,6 +179,14 @@ func (m *Manager) start(ctx context.Context, t Target) (*conn, error) {
 			}
 		}
 		cleanup()
+		if c.p != nil {
+			// Its stderr is whole only once it is waited for (cleanup
+			// waits for it): the copy of the pipe may still be behind.
+			select {
+			case <-c.p.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
 		return nil, fmt.Errorf("MCP server %s did not start: %s%s", t.Name, why, c.stderrTail())
 	}
 	c.cs = cs
