@@ -112,10 +112,6 @@ func Start(o Options) (*Proc, error) {
 	if envf != nil {
 		defer envf.Close() // bwrap has its own copy once started
 	}
-	args, err := o.Spec.Args()
-	if err != nil {
-		return nil, err
-	}
 	if o.Enter != nil {
 		o.Place = nil
 	}
@@ -126,7 +122,17 @@ func Start(o Options) (*Proc, error) {
 	// reaper's sweep kills it. Any other held sandbox runs its program
 	// through the gate, which the block's EOF aborts.
 	latched := held && o.Enter != nil
-	cmd := exec.Command(o.Bwrap, args...)
+	// bwrap's argv is made once, when the spec is final: Args stats the
+	// host's system directories each time. An unheld start's is final
+	// now; a held one's gets its block (and a gated one's the gate) below.
+	cmd := exec.Command(o.Bwrap)
+	if !held {
+		args, err := o.Spec.Args()
+		if err != nil {
+			return nil, err
+		}
+		cmd.Args = append(cmd.Args, args...)
+	}
 	cmd.Env = []string{} // bwrap sets the sandbox's environment itself (--clearenv, then --args EnvFD)
 	cmd.Dir = "/"
 	var g *gate
@@ -140,10 +146,6 @@ func Start(o Options) (*Proc, error) {
 		defer r.Close()           // bwrap has its own copy once started
 		defer g.abortUnreleased() // unless released below: a failed start never runs the program
 		o.Spec.Argv = gateArgv(o.Spec)
-		if args, err = o.Spec.Args(); err != nil {
-			return nil, err
-		}
-		cmd.Args = append([]string{o.Bwrap}, args...)
 		cmd.Stdin = r
 	} else if !o.StdinPipe {
 		cmd.Stdin = bytes.NewReader(o.Stdin)
@@ -168,7 +170,7 @@ func Start(o Options) (*Proc, error) {
 		}
 	}
 	// A net sandbox is held too, even with nothing to place.
-	if o.Roots == nil && o.Place == nil && o.Spec.Egress == nil {
+	if !held {
 		left, err := startIn(cmd, o.Enter)
 		if err != nil {
 			return nil, fmt.Errorf("start %s: %w", name, err)
@@ -195,7 +197,8 @@ func Start(o Options) (*Proc, error) {
 		return nil, err
 	}
 	o.Spec.BlockFD = launch.BlockFD
-	if args, err = o.Spec.Args(); err != nil {
+	args, err := o.Spec.Args()
+	if err != nil {
 		launch.Abort()
 		return nil, err
 	}
