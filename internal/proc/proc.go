@@ -303,8 +303,7 @@ func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) (left <-c
 		return nil, cmd.Start()
 	}
 	errc, leftc := make(chan error, 1), make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	go offLeader(isLeader, func() {
 		leave, err := enter(unix.Gettid())
 		if err != nil {
 			if leave == nil || leave() != nil {
@@ -330,12 +329,40 @@ func startIn(cmd *exec.Cmd, enter func(tid int) (func() error, error)) (left <-c
 			runtime.UnlockOSThread()
 		}
 		leftc <- lerr
-	}()
+	})
 	if err := <-errc; err != nil {
 		return nil, err
 	}
 	return leftc, nil
 }
+
+// offLeader runs f on a goroutine locked to an OS thread that is not the
+// daemon's thread-group leader (f unlocks it, or ends with it locked).
+// A thread that enters a run's cgroup must not be the leader: on cgroup
+// v1 a memcg OOM in that group picks its victim among the leaders of the
+// processes with a thread in it, and the daemon's whole memory would then
+// be weighed against the run's. When the locked thread is the leader, it
+// stays locked — so f cannot be scheduled on it — until another locked
+// thread has taken f.
+func offLeader(isLeader func() bool, f func()) {
+	runtime.LockOSThread()
+	if !isLeader() {
+		f()
+		return
+	}
+	taken := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		close(taken)
+		f()
+	}()
+	<-taken
+	runtime.UnlockOSThread()
+}
+
+// isLeader reports whether the calling (locked) thread is the process's
+// thread-group leader.
+func isLeader() bool { return unix.Gettid() == unix.Getpid() }
 
 // awaitLeft waits until the thread that started the process left the
 // run's cgroup (startIn); nil left is nothing to wait for.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,17 +14,48 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/killtree"
 	"github.com/cortexfs/ctx/internal/launchroot"
 )
 
+// The main goroutine stays on the process's first thread, its
+// thread-group leader (TestMain's offLeader check needs it there).
+func init() { runtime.LockOSThread() }
+
+// leaderRun is what offLeader did when called on the leader itself, from
+// TestMain: the thread f ran on, and whether the caller was the leader.
+var leaderRun struct{ tid, caller int }
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("PROC_TEST_HELD_DIR"); dir != "" {
 		os.Exit(heldStarter(dir))
 	}
+	leaderRun.caller = unix.Gettid()
+	ran := make(chan int, 1)
+	offLeader(isLeader, func() { ran <- unix.Gettid(); runtime.UnlockOSThread() })
+	leaderRun.tid = <-ran
 	goleak.VerifyTestMain(m)
+}
+
+// TestOffLeader: the thread that enters a run's cgroup is never the
+// process's thread-group leader (a v1 memcg OOM weighs leaders): called
+// on the leader (TestMain, locked to it since init), offLeader runs its
+// work on another thread; called elsewhere, on the caller's own.
+func TestOffLeader(t *testing.T) {
+	if leaderRun.caller != os.Getpid() {
+		t.Fatalf("TestMain did not run on the leader (tid %d, pid %d)", leaderRun.caller, os.Getpid())
+	}
+	if leaderRun.tid == os.Getpid() || leaderRun.tid == 0 {
+		t.Errorf("offLeader ran its work on the leader (tid %d)", leaderRun.tid)
+	}
+	ran := make(chan [2]int, 1)
+	go offLeader(isLeader, func() { ran <- [2]int{unix.Gettid(), os.Getpid()}; runtime.UnlockOSThread() })
+	if r := <-ran; r[0] == r[1] {
+		t.Errorf("offLeader ran its work on the leader from a test goroutine (tid %d)", r[0])
+	}
 }
 
 // heldStarter stands in for a daemon that dies while a sandbox is held:
