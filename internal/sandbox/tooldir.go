@@ -40,6 +40,11 @@ const dirMaxAge = 2 * time.Second
 // dirMaxTools bounds the tools of a watched directory (two watches each).
 const dirMaxTools = 4096
 
+// dirsKept bounds the directories kept, each with an inotify instance (a
+// per-user limit, 128 by default, shared with every other program of the
+// user): a daemon's CTX_PATH shows two.
+const dirsKept = 8
+
 const (
 	watchDir  = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_ATTRIB | unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW
 	watchFile = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_DONT_FOLLOW
@@ -61,6 +66,7 @@ type toolDir struct {
 	mu       sync.Mutex
 	fd       int // the inotify instance of the kept listing; -1: none
 	dev, ino uint64
+	evicted  bool // no longer in toolDirs: its listing is never kept
 	at       time.Time
 	tools    []dirTool
 }
@@ -76,10 +82,11 @@ func readToolDir(host string) ([]dirTool, error) {
 	toolDirs.mu.Lock()
 	d := toolDirs.m[host]
 	if d == nil {
-		if len(toolDirs.m) >= 64 { // a cache, not a record: CTX_PATH names two directories
+		if len(toolDirs.m) >= dirsKept { // a cache, not a record
 			for _, old := range toolDirs.m {
 				old.mu.Lock()
 				old.drop()
+				old.evicted = true // a view holding it still reads, but keeps nothing
 				old.mu.Unlock()
 			}
 			clear(toolDirs.m)
@@ -176,6 +183,9 @@ func (d *toolDir) read(host string) ([]dirTool, error) {
 		if strings.HasSuffix(name, ".d") || layout.CheckName("tool", name) != nil || !e.Type().IsRegular() {
 			continue
 		}
+		if len(tools) == dirMaxTools {
+			watched = false // no more watches spent on a listing not kept
+		}
 		t := dirTool{name: name}
 		t.derr = fstatat(dfd, name+".d", &t.dst)
 		switch {
@@ -194,7 +204,7 @@ func (d *toolDir) read(host string) ([]dirTool, error) {
 		t.sterr = fstatat(dfd, name, &t.st)
 		tools = append(tools, t)
 	}
-	if len(tools) > dirMaxTools {
+	if d.evicted {
 		watched = false
 	}
 	if ierr == nil && !watched {

@@ -114,3 +114,34 @@ func TestListToolsSeesEveryChange(t *testing.T) {
 		t.Error("sym listed after its policy (behind the symlink) denied it")
 	}
 }
+
+// TestToolDirsKeptBounded: the kept listings (an inotify instance each, a
+// per-user limit shared with the user's other programs) stay at most
+// dirsKept, however many directories are listed; a listing read after
+// its entry was evicted is right and keeps nothing.
+func TestToolDirsKeptBounded(t *testing.T) {
+	ap, aerr := policy.Load(policy.AgentPolicy, filepath.Join(t.TempDir(), "none"))
+	var first string
+	for i := range dirsKept * 2 {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "tool"), []byte("#!/bin/sh\n"), 0o755)
+		if i == 0 {
+			first = dir
+		}
+		if names, _, _, err := listTools(dir, "", ap, aerr); err != nil || !slices.Equal(names, []string{"tool"}) {
+			t.Fatalf("listing %d: %v %v", i, names, err)
+		}
+		toolDirs.mu.Lock()
+		n := len(toolDirs.m)
+		toolDirs.mu.Unlock()
+		if n > dirsKept {
+			t.Fatalf("%d listings kept, at most %d", n, dirsKept)
+		}
+	}
+	toolDirs.mu.Lock()
+	d := toolDirs.m[first]
+	toolDirs.mu.Unlock()
+	if d != nil {
+		t.Fatal("the first directory is still kept after the cache was cleared")
+	}
+}
