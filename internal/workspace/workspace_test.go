@@ -203,6 +203,30 @@ func TestPlaceholders(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err != nil {
 		t.Error("a changed placeholder was removed")
 	}
+	// A held placeholder replaced on the host (someone made a real
+	// .vscode there): the next sandbox's acquire — which only checks a
+	// held one — binds the real directory, read-only, and the last
+	// release leaves it.
+	f5, _, rel5, err := r.Acquire(d.File, ".vscode", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f5.Close()
+	// Made before the placeholder goes, so not its inode number again.
+	os.Mkdir(filepath.Join(ws, "real"), 0o755)
+	os.Remove(filepath.Join(ws, ".vscode"))
+	os.Rename(filepath.Join(ws, "real"), filepath.Join(ws, ".vscode"))
+	f6, ph6, rel6, err := r.Acquire(d.File, ".vscode", true)
+	if err != nil || ph6 {
+		t.Errorf("a real .vscode in place of a held placeholder taken for one: %v %v", ph6, err)
+	} else {
+		f6.Close()
+		rel6()
+	}
+	rel5()
+	if fi, err := os.Lstat(filepath.Join(ws, ".vscode")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("the real .vscode after the release: %v %v", fi, err)
+	}
 	// A crashed daemon's leftovers are adopted and removed: today's
 	// signatures and an older daemon's (mode-000 directory and file).
 	os.Mkdir(filepath.Join(ws, ".idea"), 0)
