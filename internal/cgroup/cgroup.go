@@ -109,8 +109,10 @@ type Group struct {
 	// not left it yet: Close waits for them, since killing the group
 	// kills every process a thread of it belongs to — the daemon's own.
 	inside sync.WaitGroup
-	// made is closed when Prepare's creation ended (nil: not prepared).
-	made chan struct{}
+	// made is closed when Prepare's creation ended (nil: not prepared);
+	// ready says it made the group (Enter then only joins it).
+	made  chan struct{}
+	ready bool
 }
 
 // Group returns the run's group; nothing is created until Place.
@@ -124,7 +126,7 @@ func (m *Manager) Group(run string, l limits.Limits) *Group {
 // enterer is a backend whose groups can take a single thread (cgroup v1),
 // so a process can be born inside a group (proc.Options.Enter).
 type enterer interface {
-	enter(name string, l limits.Limits, tid int) (leave func() error, err error)
+	enter(name string, l limits.Limits, tid int, made bool) (leave func() error, err error)
 }
 
 // EnterFunc is the proc.Options.Enter hook of the group: nil where the
@@ -146,7 +148,7 @@ func (g *Group) EnterFunc() func(tid int) (func() error, error) {
 		}
 		g.used = true
 		g.inside.Add(1)
-		leave, err := e.enter(g.name, g.lim, tid)
+		leave, err := e.enter(g.name, g.lim, tid, g.ready)
 		var once sync.Once
 		left := func() { once.Do(g.inside.Done) }
 		if leave == nil {
@@ -202,6 +204,8 @@ func (g *Group) Prepare() {
 		g.used = true // made, so Close removes it
 		if err := c.create(g.name, g.lim); err != nil {
 			g.m.log.Debug("cgroup not made ahead (its first process makes it)", "group", g.name, "err", err)
+		} else {
+			g.ready = true
 		}
 	}()
 }

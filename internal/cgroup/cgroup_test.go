@@ -514,6 +514,70 @@ func TestEnterBornInside(t *testing.T) {
 	}
 }
 
+// TestEnterPreparedFromAStaleHome: a thread enters a group Prepare made
+// (joining only) and leaves it to the daemon's own groups as read before
+// (v1.home, kept homeFor); when those are stale — the daemon was moved and
+// its old group is gone — the leave reads them again and the thread still
+// ends where the daemon is.
+func TestEnterPreparedFromAStaleHome(t *testing.T) {
+	m := v1Machine(t)
+	if m.Mode() != ModeV1 {
+		t.Skipf("threads enter groups on v1 only: %s", m.Mode())
+	}
+	b := m.b.(*v1)
+	g := m.Group("run-3-home"+strconv.Itoa(os.Getpid()), limits.Limits{Tasks: 32, Memory: 512 << 20})
+	defer g.Close(0)
+	g.Prepare()
+	g.mu.Lock()
+	made := g.made
+	g.mu.Unlock()
+	<-made
+	if !g.ready {
+		t.Fatal("the prepared group is not marked made")
+	}
+	enter := g.EnterFunc()
+	for _, stale := range []bool{false, true} {
+		if stale {
+			b.homeMu.Lock()
+			b.home, b.homeAt = map[string]string{}, time.Now()
+			for _, c := range b.order {
+				b.home[c] = "/ctx-no-such-group-" + strconv.Itoa(os.Getpid())
+			}
+			b.homeMu.Unlock()
+		}
+		ch := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			tid := unix.Gettid()
+			before, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
+			leave, err := enter(tid)
+			if err != nil {
+				ch <- err
+				return
+			}
+			inside, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
+			_, in := OwnCgroups(inside)
+			lerr := leave()
+			after, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
+			_, was := OwnCgroups(before)
+			_, now := OwnCgroups(after)
+			for _, c := range b.order {
+				if !strings.HasSuffix(in[c], "/"+g.name) {
+					t.Errorf("stale %v: %s: inside %q", stale, c, in[c])
+				}
+				if now[c] != was[c] {
+					t.Errorf("stale %v: %s: back in %q, was in %q", stale, c, now[c], was[c])
+					_ = writeFile(filepath.Join(b.mounts[c], was[c], "tasks"), "0")
+				}
+			}
+			ch <- lerr
+		}()
+		if err := <-ch; err != nil {
+			t.Fatalf("stale %v: %v", stale, err)
+		}
+	}
+}
+
 // TestPrepareMakesTheGroupAhead: Prepare makes the group with its limits
 // before any process joins it (the sandbox's start then only joins), a
 // prepared group nothing joined is removed by Close, and a group closed

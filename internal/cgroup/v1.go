@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cortexfs/ctx/internal/limits"
@@ -25,7 +26,23 @@ type v1 struct {
 	mounts map[string]string // controller → hierarchy mount point
 	order  []string          // controllers in use, pids first
 	rmdir  func(string) error
+
+	// home: the daemon's own group in each controller (its leader's,
+	// /proc/self/cgroup), where a thread that entered a run's group goes
+	// back to; read at most every homeFor. Reading a thread's cgroup
+	// file costs ~70 µs (the kernel prints its path in all thirteen
+	// hierarchies), a third of an enter.
+	homeMu sync.Mutex
+	home   map[string]string
+	homeAt time.Time
 }
+
+// homeFor: how long the daemon's own groups are taken as read. Every
+// thread the daemon did not move is where its leader is (the leader never
+// enters a run's group, and Go makes no thread from a locked one); a move
+// of the whole daemon (by its service manager) is seen within homeFor, and
+// a leave that fails reads them again at once.
+const homeFor = 2 * time.Second
 
 var v1Controllers = []string{"pids", "memory", "cpu", "freezer"}
 
@@ -87,15 +104,97 @@ func (v *v1) place(name string, l limits.Limits, pid int) error {
 	return v.join(name, l, "cgroup.procs", pid)
 }
 
-// enter moves one thread (tid) of the daemon into the group, creating it:
-// what that thread forks next is born inside (v1 groups hold threads).
-// leave moves it back to where it was, in every controller.
-func (v *v1) enter(name string, l limits.Limits, tid int) (leave func() error, err error) {
-	back := map[string]string{}
+// enter moves one thread (tid) of the daemon into the group, creating it
+// unless made (Group.Prepare made it): what that thread forks next is
+// born inside (v1 groups hold threads). leave moves it back to where it
+// was, in every controller.
+func (v *v1) enter(name string, l limits.Limits, tid int, made bool) (leave func() error, err error) {
+	// The calling thread moves itself by writing 0: the kernel moves
+	// `current` without taking the global threadgroup lock, whose write
+	// side waits for an RCU grace period — moving a thread by its id
+	// costs 4.1 ms an enter and leave when sandboxes start tens of
+	// milliseconds apart, 0.28 ms by 0 (cgroup_procs_write_start: a
+	// single thread given as 0 cannot exit or exec under the move).
+	self := tid == unix.Gettid()
+	var back map[string]string
+	if self {
+		back, err = v.homes(false)
+	} else {
+		back, err = threadGroups(v, tid)
+	}
+	if err != nil {
+		return nil, err
+	}
+	id := strconv.Itoa(tid)
+	if self {
+		id = "0"
+	}
+	leave = func() error {
+		err := v.moveTo(back, id)
+		if err != nil && self {
+			// The daemon may have been moved since its groups were read:
+			// read them again and go there.
+			if b, rerr := v.homes(true); rerr == nil {
+				err = v.moveTo(b, id)
+			}
+		}
+		return err
+	}
+	if made {
+		err = v.writeAll(name, "tasks", id)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return leave, err
+		}
+		// Gone since it was made (the base released): made again below.
+	}
+	return leave, v.joinAs(name, l, "tasks", id)
+}
+
+// moveTo writes id into the tasks file of back's group in each controller.
+func (v *v1) moveTo(back map[string]string, id string) error {
+	var errs []error
+	for _, c := range v.order {
+		where, ok := back[c]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: the thread's own cgroup is unknown", c))
+			continue
+		}
+		if err := writeFile(filepath.Join(v.mounts[c], where, "tasks"), id); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// homes returns the daemon's own groups (v1.home), read again when older
+// than homeFor or when again is set.
+func (v *v1) homes(again bool) (map[string]string, error) {
+	v.homeMu.Lock()
+	defer v.homeMu.Unlock()
+	if !again && v.home != nil && time.Since(v.homeAt) < homeFor {
+		return v.home, nil
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	v.home, v.homeAt = parseGroups(v, b), time.Now()
+	return v.home, nil
+}
+
+// threadGroups reads the groups of one thread of the daemon.
+func threadGroups(v *v1, tid int) (map[string]string, error) {
 	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
 	if err != nil {
 		return nil, err
 	}
+	return parseGroups(v, b), nil
+}
+
+// parseGroups maps each controller in use to its group in a
+// /proc/…/cgroup listing.
+func parseGroups(v *v1, b []byte) map[string]string {
+	back := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
@@ -107,31 +206,7 @@ func (v *v1) enter(name string, l limits.Limits, tid int) (leave func() error, e
 			}
 		}
 	}
-	// The calling thread moves itself by writing 0: the kernel moves
-	// `current` without taking the global threadgroup lock, whose write
-	// side waits for an RCU grace period — moving a thread by its id
-	// costs 4.1 ms an enter and leave when sandboxes start tens of
-	// milliseconds apart, 0.28 ms by 0 (cgroup_procs_write_start: a
-	// single thread given as 0 cannot exit or exec under the move).
-	id := strconv.Itoa(tid)
-	if tid == unix.Gettid() {
-		id = "0"
-	}
-	leave = func() error {
-		var errs []error
-		for _, c := range v.order {
-			where, ok := back[c]
-			if !ok {
-				errs = append(errs, fmt.Errorf("%s: the thread's own cgroup is unknown", c))
-				continue
-			}
-			if err := writeFile(filepath.Join(v.mounts[c], where, "tasks"), id); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", c, err))
-			}
-		}
-		return errors.Join(errs...)
-	}
-	return leave, v.joinAs(name, l, "tasks", id)
+	return back
 }
 
 func (v *v1) join(name string, l limits.Limits, file string, id int) error {
@@ -143,6 +218,11 @@ func (v *v1) joinAs(name string, l limits.Limits, file, id string) error {
 	if err := v.create(name, l); err != nil {
 		return err
 	}
+	return v.writeAll(name, file, id)
+}
+
+// writeAll writes id into file of the group in every controller.
+func (v *v1) writeAll(name, file, id string) error {
 	for _, c := range v.order {
 		if err := writeFile(filepath.Join(v.dirs[c], name, file), id); err != nil {
 			return fmt.Errorf("%s: %w", c, err)
