@@ -84,7 +84,17 @@ type Registry struct {
 
 	mu    sync.Mutex
 	roots map[int]*rootEntry
+	// registered counts registrations: every pruneEvery-th prunes the
+	// whole map (a signal to each root) — not every one, which cost a
+	// syscall per live root per start (a hundred runs at once: a hundred
+	// each).
+	registered int
 }
+
+// pruneEvery: how many registrations a dead entry whose release was
+// never called may outlast (a pid registered again replaces its own dead
+// entry at once).
+const pruneEvery = 64
 
 // New returns an empty registry for the daemon's owner uid.
 func New(owner int) (*Registry, error) {
@@ -126,7 +136,11 @@ func (r *Registry) Register(pid int, ident Identity) (release func(), err error)
 	e := &rootEntry{Entry: Entry{PID: pid, StartTime: st.StartTime, BootID: r.bootID, Identity: ident}, pidfd: fd}
 
 	r.mu.Lock()
-	r.pruneLocked()
+	if r.registered++; r.registered%pruneEvery == 0 {
+		r.pruneLocked()
+	} else if old, ok := r.roots[pid]; ok && !r.aliveLocked(old) {
+		delete(r.roots, pid) // a reused pid's dead entry; its release still closes its pidfd
+	}
 	if old, ok := r.roots[pid]; ok {
 		r.mu.Unlock()
 		closeFD(fd)

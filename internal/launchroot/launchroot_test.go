@@ -217,6 +217,41 @@ func TestReleaseAndPrune(t *testing.T) {
 	}
 }
 
+// TestRegisterForgetsTheDead: a registration no longer signals every
+// live root (pruneEvery), yet a root that exited without its release is
+// forgotten within pruneEvery registrations, and a pid whose entry is
+// dead (its process gone, the pid reused) registers at once. spec: U2
+func TestRegisterForgetsTheDead(t *testing.T) {
+	r := newRegistry(t)
+	gone := startRoot(t, r, `sleep 60 & echo $!; read x`)
+	gone.stdin.Close()
+	_ = gone.cmd.Wait() // exited and reaped, never released
+	// A dead entry at a live pid (a pid reused since): the new process
+	// registers.
+	r.mu.Lock()
+	r.roots[os.Getpid()] = &rootEntry{Entry: Entry{PID: os.Getpid(), StartTime: 1}, pidfd: -1}
+	r.mu.Unlock()
+	release, err := r.Register(os.Getpid(), ident)
+	if err != nil {
+		t.Fatalf("a pid whose entry is dead: %v", err)
+	}
+	release()
+	if len(r.Entries()) != 1 {
+		t.Fatalf("entries %+v: only the unreleased dead root", r.Entries())
+	}
+	// Within pruneEvery registrations the dead root is gone too.
+	for i := 0; i < pruneEvery; i++ {
+		release, err := r.Register(os.Getpid(), ident)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	if e := r.Entries(); len(e) != 0 {
+		t.Fatalf("after %d registrations the dead root is still kept: %+v", pruneEvery, e)
+	}
+}
+
 // TestRegisterRefusesForeignIdentityAndDuplicates.
 func TestRegisterRefusesForeignIdentityAndDuplicates(t *testing.T) {
 	r := newRegistry(t)
