@@ -182,7 +182,9 @@ func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	a.enter(phaseRunning)
 	a.def = m.def
 	a.prep = m.prep
-	a.group = a.cfg.Cgroups.Group(a.spec.RunID, m.def.Limits)
+	// The session's runs follow one another: each takes the group the
+	// last one emptied, where the backend keeps one (cgroup.Lease).
+	a.group = a.cfg.Cgroups.Lease(a.spec.Agent+"\x00"+a.spec.Scope+"\x00"+a.spec.Session, a.spec.RunID, m.def.Limits)
 	if m.def.Kind != agentdef.KindModel || a.spec.Op == ipc.OpTsh {
 		// A sandbox comes next (the agent's step, the tsh op's): the
 		// cgroup is made meanwhile, off the actor, so that the sandbox's

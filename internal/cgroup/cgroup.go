@@ -1,7 +1,8 @@
 // Package cgroup confines each run — all of its agent steps and tool calls —
 // to one control group with the agent's limits (.d/limits), and kills what
 // is left in it when the run ends or after a daemon crash
-// (and 7, "Limits per run").
+// (and 7, "Limits per run"). A session's runs, which follow one another,
+// take turns in one group where the backend can keep it (lease.go).
 //
 // The mode is chosen once per daemon, best first: a transient scope of the
 // systemd user manager (D-Bus), a writable cgroup v2 subtree, cgroup v1
@@ -66,6 +67,15 @@ type Manager struct {
 	sweepers []backend // the backend and any other place a previous daemon may have used
 	why      string    // why no better mode is in force
 	log      *slog.Logger
+
+	// The sessions' kept groups (lease.go).
+	slotMu   sync.Mutex
+	slots    map[string]*slot
+	slotGen  int
+	released bool
+	cleaning sync.WaitGroup // removals of kept groups under way
+	keepFor  time.Duration  // 0: the constant keepFor (tests shorten it)
+	keepMax  int            // 0: the constant keepMax
 }
 
 // Mode in force.
@@ -113,6 +123,9 @@ type Group struct {
 	// ready says it made the group (Enter then only joins it).
 	made  chan struct{}
 	ready bool
+	// slot: the session's kept group this one is (Manager.Lease); Close
+	// empties it and gives it back instead of removing it.
+	slot *slot
 }
 
 // Group returns the run's group; nothing is created until Place.
@@ -280,8 +293,9 @@ func awaitChild(pid int, wait time.Duration) []int {
 }
 
 // Close ends the group: no process joins any more; what is still inside
-// after grace is killed, and the group is removed. It blocks (up to grace
-// and the kill): call it off any actor.
+// after grace is killed, and the group is removed — or, for a session's
+// kept group (Lease), given back empty for the session's next run. It
+// blocks (up to grace and the kill): call it off any actor.
 func (g *Group) Close(grace time.Duration) error {
 	if g == nil {
 		return nil
@@ -298,6 +312,9 @@ func (g *Group) Close(grace time.Duration) error {
 	used := g.used
 	g.mu.Unlock()
 	if !used {
+		if g.slot != nil {
+			g.m.forget(g.slot) // never made: nothing to keep
+		}
 		return nil
 	}
 	deadline := time.Now().Add(grace)
@@ -312,6 +329,16 @@ func (g *Group) Close(grace time.Duration) error {
 	var errs []error
 	if err := g.m.b.kill(g.name); err != nil {
 		errs = append(errs, err)
+	} else if g.slot != nil {
+		// spec: L4 — the session's next run joins this group only empty:
+		// it inherits no process of this one.
+		if ps, err := g.m.b.procs(g.name); err == nil && len(ps) == 0 {
+			g.m.giveBack(g.slot) // empty: the session's next run takes it
+			return nil
+		}
+	}
+	if g.slot != nil {
+		g.m.forget(g.slot) // not emptied: removed, never taken again
 	}
 	if err := g.m.b.remove(g.name); err != nil {
 		errs = append(errs, err)
@@ -357,6 +384,7 @@ func (m *Manager) Sweep() (int, error) {
 // them again.
 func (m *Manager) Release() {
 	if m != nil {
+		m.releaseSlots()
 		m.b.release()
 	}
 }
