@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -23,21 +24,11 @@ func BenchmarkRunPlaceholders(b *testing.B) {
 	r := NewRegistry()
 	fd := int(d.File.Fd())
 	var reg, floor time.Duration
-	var rels []func()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		for _, n := range Protected {
-			f, _, rel, err := r.AcquireFor("run", d.File, n, IsDirName(n))
-			if err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
-			rels = append(rels, rel)
-		}
-		for _, rel := range rels {
+		for _, rel := range acquireAll(b, r, d.File) {
 			rel() // the sandbox ended
 		}
-		rels = rels[:0]
 		r.EndRun("run")
 		reg += time.Since(t0)
 		r.ended = nil // the same run name again next time
@@ -85,32 +76,17 @@ func BenchmarkHeldPlaceholders(b *testing.B) {
 	}
 	defer d.Close()
 	r := NewRegistry()
-	for _, n := range Protected { // the run's first sandbox made them
-		f, _, rel, err := r.AcquireFor("run", d.File, n, IsDirName(n))
-		if err != nil {
-			b.Fatal(err)
-		}
-		f.Close()
+	for _, rel := range acquireAll(b, r, d.File) { // the run's first sandbox made them
 		rel()
 	}
 	defer r.EndRun("run")
 	fd := int(d.File.Fd())
 	var reg, floor time.Duration
-	var rels []func()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		for _, n := range Protected {
-			f, ph, rel, err := r.AcquireFor("run", d.File, n, IsDirName(n))
-			if err != nil || !ph {
-				b.Fatal(n, ph, err)
-			}
-			f.Close()
-			rels = append(rels, rel)
-		}
-		for _, rel := range rels {
+		for _, rel := range acquireAll(b, r, d.File) {
 			rel()
 		}
-		rels = rels[:0]
 		reg += time.Since(t0)
 
 		t0 = time.Now()
@@ -126,4 +102,19 @@ func BenchmarkHeldPlaceholders(b *testing.B) {
 	b.ReportMetric(float64(reg.Microseconds())/n, "registry-µs")
 	b.ReportMetric(float64(floor.Microseconds())/n, "22-stats-µs")
 	b.ReportMetric(float64(reg)/float64(floor), "registry/floor")
+}
+
+// acquireAll acquires every protected name below top for the run "run",
+// as one sandbox does, and returns the releases.
+func acquireAll(b *testing.B, r *Registry, top *os.File) []func() {
+	var rels []func()
+	for _, n := range Protected {
+		f, ph, rel, err := r.AcquireFor("run", top, n, IsDirName(n))
+		if err != nil || !ph {
+			b.Fatal(n, ph, err)
+		}
+		f.Close()
+		rels = append(rels, rel)
+	}
+	return rels
 }
