@@ -74,8 +74,8 @@ type Manager struct {
 	slotGen  int
 	released bool
 	cleaning sync.WaitGroup // removals of kept groups under way
-	keepFor  time.Duration  // 0: the constant keepFor (tests shorten it)
-	keepMax  int            // 0: the constant keepMax
+	keepFor  time.Duration  // how long an idle group is kept (tests shorten it)
+	keepMax  int            // how many idle groups are kept at once
 }
 
 // Mode in force.
@@ -330,12 +330,11 @@ func (g *Group) Close(grace time.Duration) error {
 	if err := g.m.b.kill(g.name); err != nil {
 		errs = append(errs, err)
 	} else if g.slot != nil {
-		// spec: L4 — the session's next run joins this group only empty:
-		// it inherits no process of this one.
-		if ps, err := g.m.b.procs(g.name); err == nil && len(ps) == 0 {
-			g.m.giveBack(g.slot) // empty: the session's next run takes it
-			return nil
-		}
+		// spec: L4 — kill returned: the group is empty (and nothing else
+		// joins it), so the session's next run inherits no process of
+		// this one.
+		g.m.giveBack(g.slot)
+		return nil
 	}
 	if g.slot != nil {
 		g.m.forget(g.slot) // not emptied: removed, never taken again
@@ -446,7 +445,7 @@ func choose(ctx context.Context, mounts Mounts, selfCgroup []byte, base string, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{log: log}
+	m := &Manager{log: log, keepFor: keepFor, keepMax: keepMax}
 	use := func(b backend, whys []string) *Manager {
 		m.b, m.sweepers, m.why = b, []backend{b}, strings.Join(whys, "; ")
 		return m

@@ -86,7 +86,7 @@ func (m *Manager) giveBack(s *slot) {
 		return
 	}
 	s.busy, s.idle = false, time.Now()
-	s.timer = time.AfterFunc(m.keep(), func() { m.expire(s) })
+	s.timer = time.AfterFunc(m.keepFor, func() { m.expire(s) })
 	var oldest *slot
 	idle := 0
 	for _, o := range m.slots {
@@ -97,7 +97,7 @@ func (m *Manager) giveBack(s *slot) {
 			}
 		}
 	}
-	if idle > m.keepMaxOr() {
+	if idle > m.keepMax {
 		m.dropLocked(oldest)
 	}
 }
@@ -115,7 +115,7 @@ func (m *Manager) forget(s *slot) {
 func (m *Manager) expire(s *slot) {
 	m.slotMu.Lock()
 	defer m.slotMu.Unlock()
-	if m.slots[s.key] == s && !s.busy && time.Since(s.idle) >= m.keep()-time.Millisecond {
+	if m.slots[s.key] == s && !s.busy && time.Since(s.idle) >= m.keepFor-time.Millisecond {
 		m.dropLocked(s)
 	}
 }
@@ -159,21 +159,4 @@ func (m *Manager) releaseSlots() {
 	}
 	m.slotMu.Unlock()
 	m.cleaning.Wait()
-}
-
-// keep is how long an idle group is kept (keepFor; tests shorten it).
-func (m *Manager) keep() time.Duration {
-	if m.keepFor > 0 {
-		return m.keepFor
-	}
-	return keepFor
-}
-
-// keepMaxOr is how many idle groups are kept at once (keepMax; tests
-// lower it).
-func (m *Manager) keepMaxOr() int {
-	if m.keepMax > 0 {
-		return m.keepMax
-	}
-	return keepMax
 }

@@ -120,7 +120,7 @@ func (v *v1) enter(name string, l limits.Limits, tid int, made bool) (leave func
 	if self {
 		back, err = v.homes(false)
 	} else {
-		back, err = threadGroups(v, tid)
+		back, err = threadGroups(tid)
 	}
 	if err != nil {
 		return nil, err
@@ -178,35 +178,19 @@ func (v *v1) homes(again bool) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.home, v.homeAt = parseGroups(v, b), time.Now()
+	_, v.home = OwnCgroups(b)
+	v.homeAt = time.Now()
 	return v.home, nil
 }
 
 // threadGroups reads the groups of one thread of the daemon.
-func threadGroups(v *v1, tid int) (map[string]string, error) {
+func threadGroups(tid int) (map[string]string, error) {
 	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
 	if err != nil {
 		return nil, err
 	}
-	return parseGroups(v, b), nil
-}
-
-// parseGroups maps each controller in use to its group in a
-// /proc/…/cgroup listing.
-func parseGroups(v *v1, b []byte) map[string]string {
-	back := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		for _, ctrl := range strings.Split(parts[1], ",") {
-			if _, ok := v.dirs[ctrl]; ok {
-				back[ctrl] = parts[2]
-			}
-		}
-	}
-	return back
+	_, groups := OwnCgroups(b)
+	return groups, nil
 }
 
 func (v *v1) join(name string, l limits.Limits, file string, id int) error {
