@@ -72,6 +72,7 @@ type Manager struct {
 	slotMu   sync.Mutex
 	slots    map[string]*slot
 	slotGen  int
+	idle     int // kept groups no run holds
 	released bool
 	cleaning sync.WaitGroup // removals of kept groups under way
 	keepFor  time.Duration  // how long an idle group is kept (tests shorten it)

@@ -63,6 +63,7 @@ func (m *Manager) Lease(session, run string, l limits.Limits) *Group {
 		return m.Group(run, l)
 	case s != nil && s.lim == l:
 		s.busy = true
+		m.idle--
 		s.timer.Stop()
 		// Made and emptied by the session's previous run: only joined.
 		return &Group{m: m, name: s.name, lim: l, slot: s, used: true, ready: true}
@@ -80,26 +81,24 @@ func (m *Manager) Lease(session, run string, l limits.Limits) *Group {
 // for keepFor (at most keepMax groups are idle at once).
 func (m *Manager) giveBack(s *slot) {
 	m.slotMu.Lock()
-	defer m.slotMu.Unlock()
 	if m.slots[s.key] != s || m.released {
+		m.slotMu.Unlock()
 		m.removeSlot(s) // replaced meanwhile, or the manager is done
 		return
 	}
+	defer m.slotMu.Unlock()
 	s.busy, s.idle = false, time.Now()
 	s.timer = time.AfterFunc(m.keepFor, func() { m.expire(s) })
+	if m.idle++; m.idle <= m.keepMax {
+		return
+	}
 	var oldest *slot
-	idle := 0
 	for _, o := range m.slots {
-		if !o.busy {
-			idle++
-			if oldest == nil || o.idle.Before(oldest.idle) {
-				oldest = o
-			}
+		if !o.busy && (oldest == nil || o.idle.Before(oldest.idle)) {
+			oldest = o
 		}
 	}
-	if idle > m.keepMax {
-		m.dropLocked(oldest)
-	}
+	m.dropLocked(oldest)
 }
 
 // forget ends a lease whose group could not be emptied: it is not kept.
@@ -121,10 +120,11 @@ func (m *Manager) expire(s *slot) {
 }
 
 // dropLocked forgets an idle slot and removes its group off the caller
-// (m.slotMu held).
+// (m.slotMu held; only idle slots come here).
 func (m *Manager) dropLocked(s *slot) {
 	if m.slots[s.key] == s {
 		delete(m.slots, s.key)
+		m.idle--
 	}
 	if s.timer != nil {
 		s.timer.Stop()

@@ -143,4 +143,19 @@ func TestLeaseKeepsAtMostKeepMax(t *testing.T) {
 			t.Errorf("kept group %s: %v", n, err)
 		}
 	}
+	// Taking one again leaves one idle: the count follows.
+	g := m.Lease("s2-"+strconv.Itoa(os.Getpid()), "run-k3", lim)
+	m.slotMu.Lock()
+	idle := 0
+	for _, s := range m.slots {
+		if !s.busy {
+			idle++
+		}
+	}
+	n := m.idle
+	m.slotMu.Unlock()
+	if g.name != names[2] || idle != 1 || n != 1 {
+		t.Errorf("after taking %s back: got %s, %d idle, counted %d", names[2], g.name, idle, n)
+	}
+	g.Close(0)
 }
