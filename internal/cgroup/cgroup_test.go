@@ -517,8 +517,10 @@ func TestEnterBornInside(t *testing.T) {
 // TestEnterPreparedFromAStaleHome: a thread enters a group Prepare made
 // (joining only) and leaves it to the daemon's own groups as read before
 // (v1.home, kept homeFor); when those are stale — the daemon was moved and
-// its old group is gone — the leave reads them again and the thread still
-// ends where the daemon is.
+// its old group is gone — the leave finds them again and the thread still
+// ends where the daemon is, also when the daemon's leader thread is itself
+// inside a run's group at that moment (Go runs any goroutine, the one that
+// starts a sandbox too, on the leader).
 func TestEnterPreparedFromAStaleHome(t *testing.T) {
 	m := v1Machine(t)
 	if m.Mode() != ModeV1 {
@@ -535,21 +537,33 @@ func TestEnterPreparedFromAStaleHome(t *testing.T) {
 	if !g.ready {
 		t.Fatal("the prepared group is not marked made")
 	}
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, home := OwnCgroups(own)
+	leader := strconv.Itoa(os.Getpid())
 	enter := g.EnterFunc()
-	for _, stale := range []bool{false, true} {
-		if stale {
+	for _, tc := range []struct {
+		stale, leaderInside bool
+	}{{false, false}, {true, false}, {true, true}} {
+		if tc.stale {
 			b.homeMu.Lock()
 			b.home, b.homeAt = map[string]string{}, time.Now()
 			for _, c := range b.order {
-				b.home[c] = "/ctx-no-such-group-" + strconv.Itoa(os.Getpid())
+				b.home[c] = "/ctx-no-such-group-" + leader
 			}
 			b.homeMu.Unlock()
+		}
+		if tc.leaderInside {
+			if err := b.writeAll(g.name, "tasks", leader); err != nil {
+				t.Fatal(err)
+			}
 		}
 		ch := make(chan error, 1)
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 			tid := unix.Gettid()
-			before, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
 			leave, err := enter(tid)
 			if err != nil {
 				ch <- err
@@ -559,22 +573,102 @@ func TestEnterPreparedFromAStaleHome(t *testing.T) {
 			_, in := OwnCgroups(inside)
 			lerr := leave()
 			after, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
-			_, was := OwnCgroups(before)
 			_, now := OwnCgroups(after)
 			for _, c := range b.order {
 				if !strings.HasSuffix(in[c], "/"+g.name) {
-					t.Errorf("stale %v: %s: inside %q", stale, c, in[c])
+					t.Errorf("%+v: %s: inside %q", tc, c, in[c])
 				}
-				if now[c] != was[c] {
-					t.Errorf("stale %v: %s: back in %q, was in %q", stale, c, now[c], was[c])
-					_ = writeFile(filepath.Join(b.mounts[c], was[c], "tasks"), "0")
+				if now[c] != home[c] {
+					t.Errorf("%+v: %s: back in %q, the daemon is in %q", tc, c, now[c], home[c])
+					_ = writeFile(filepath.Join(b.mounts[c], home[c], "tasks"), "0")
 				}
 			}
 			ch <- lerr
 		}()
-		if err := <-ch; err != nil {
-			t.Fatalf("stale %v: %v", stale, err)
+		err := <-ch
+		if tc.leaderInside {
+			for _, c := range b.order {
+				if werr := writeFile(filepath.Join(b.mounts[c], home[c], "tasks"), leader); werr != nil {
+					t.Errorf("move the leader back: %s: %v", c, werr)
+				}
+			}
 		}
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+	}
+}
+
+// TestHomeReadByTheEnteringThread: the daemon's groups, when read again
+// (v1.homes, past homeFor), are those of the thread about to enter — at
+// home — not the leader's, which may be inside a run's group then (a
+// thread leaving to the leader's group would stay in the run's).
+func TestHomeReadByTheEnteringThread(t *testing.T) {
+	m := v1Machine(t)
+	if m.Mode() != ModeV1 {
+		t.Skipf("threads enter groups on v1 only: %s", m.Mode())
+	}
+	b := m.b.(*v1)
+	g := m.Group("run-3-lead"+strconv.Itoa(os.Getpid()), limits.Limits{Tasks: 32, Memory: 512 << 20})
+	defer g.Close(0)
+	g.Prepare()
+	g.mu.Lock()
+	made := g.made
+	g.mu.Unlock()
+	<-made
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, home := OwnCgroups(own)
+	leader := os.Getpid()
+	type read struct {
+		groups  map[string]string
+		err     error
+		retried bool
+	}
+	release := make(chan struct{})
+	defer close(release)
+	for try := 0; ; try++ {
+		ch := make(chan read, 1)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if unix.Gettid() == leader {
+				// This thread is the one moved below: hold it (so the next
+				// try runs elsewhere) until the test ends.
+				ch <- read{retried: true}
+				<-release
+				return
+			}
+			if err := b.writeAll(g.name, "tasks", strconv.Itoa(leader)); err != nil {
+				ch <- read{err: err}
+				return
+			}
+			b.homeMu.Lock()
+			b.home = nil
+			b.homeMu.Unlock()
+			groups, err := b.homes()
+			for _, c := range b.order {
+				if werr := writeFile(filepath.Join(b.mounts[c], home[c], "tasks"), strconv.Itoa(leader)); werr != nil {
+					err = errors.Join(err, werr)
+				}
+			}
+			ch <- read{groups: groups, err: err}
+		}()
+		r := <-ch
+		if r.retried && try < 3 {
+			continue
+		}
+		if r.err != nil || r.retried {
+			t.Fatalf("read: %v (ran on the leader: %v)", r.err, r.retried)
+		}
+		for _, c := range b.order {
+			if r.groups[c] != home[c] {
+				t.Errorf("%s: home read as %q, the daemon is in %q", c, r.groups[c], home[c])
+			}
+		}
+		return
 	}
 }
 

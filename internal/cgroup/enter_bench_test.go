@@ -32,7 +32,7 @@ func BenchmarkEnter(b *testing.B) {
 			os.Remove(v.dirs[c])
 		}
 	}()
-	home, err := v.homes(true)
+	home, err := v.homes()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,21 +27,24 @@ type v1 struct {
 	order  []string          // controllers in use, pids first
 	rmdir  func(string) error
 
-	// home: the daemon's own group in each controller (its leader's,
-	// /proc/self/cgroup), where a thread that entered a run's group goes
-	// back to; read at most every homeFor. Reading a thread's cgroup
-	// file costs ~70 µs (the kernel prints its path in all thirteen
-	// hierarchies), a third of an enter.
+	// home: the daemon's own group in each controller, where a thread that
+	// entered a run's group goes back to; read at most every homeFor, by a
+	// thread about to enter (so at home: a thread whose leave failed is
+	// never used again). Reading a thread's cgroup file costs ~70 µs (the
+	// kernel prints its path in all thirteen hierarchies), a third of an
+	// enter.
 	homeMu sync.Mutex
 	home   map[string]string
 	homeAt time.Time
 }
 
 // homeFor: how long the daemon's own groups are taken as read. Every
-// thread the daemon did not move is where its leader is (the leader never
-// enters a run's group, and Go makes no thread from a locked one); a move
-// of the whole daemon (by its service manager) is seen within homeFor, and
-// a leave that fails reads them again at once.
+// thread the daemon did not move is where the others are; a move of the
+// whole daemon (by its service manager) is seen within homeFor, and a
+// leave that fails looks for them again at once (v1.daemonHome). Not the
+// leader's file (/proc/self/cgroup): Go runs any goroutine on the leader
+// thread, and whether the leader stays out of runs' groups is the caller's
+// choice (internal/proc keeps it out), not this package's to assume.
 const homeFor = 2 * time.Second
 
 var v1Controllers = []string{"pids", "memory", "cpu", "freezer"}
@@ -118,7 +121,7 @@ func (v *v1) enter(name string, l limits.Limits, tid int, made bool) (leave func
 	self := tid == unix.Gettid()
 	var back map[string]string
 	if self {
-		back, err = v.homes(false)
+		back, err = v.homes()
 	} else {
 		back, err = threadGroups(tid)
 	}
@@ -133,8 +136,8 @@ func (v *v1) enter(name string, l limits.Limits, tid int, made bool) (leave func
 		err := v.moveTo(back, id)
 		if err != nil && self {
 			// The daemon may have been moved since its groups were read:
-			// read them again and go there.
-			if b, rerr := v.homes(true); rerr == nil {
+			// find them again and go there.
+			if b, rerr := v.daemonHome(); rerr == nil {
 				err = v.moveTo(b, id)
 			}
 		}
@@ -166,21 +169,64 @@ func (v *v1) moveTo(back map[string]string, id string) error {
 	return errors.Join(errs...)
 }
 
-// homes returns the daemon's own groups (v1.home), read again when older
-// than homeFor or when again is set.
-func (v *v1) homes(again bool) (map[string]string, error) {
+// homes returns the daemon's own groups (v1.home), read from the calling
+// thread — which must be at home — when older than homeFor.
+func (v *v1) homes() (map[string]string, error) {
 	v.homeMu.Lock()
 	defer v.homeMu.Unlock()
-	if !again && v.home != nil && time.Since(v.homeAt) < homeFor {
+	if v.home != nil && time.Since(v.homeAt) < homeFor {
 		return v.home, nil
 	}
-	b, err := os.ReadFile("/proc/self/cgroup")
+	b, err := os.ReadFile("/proc/thread-self/cgroup")
 	if err != nil {
 		return nil, err
 	}
 	_, v.home = OwnCgroups(b)
 	v.homeAt = time.Now()
 	return v.home, nil
+}
+
+// daemonHome finds the daemon's own groups for a thread that is inside a
+// run's group: those of the first of its threads (the leader first) in none
+// of this manager's groups, kept as v1.home.
+func (v *v1) daemonHome() (map[string]string, error) {
+	tids := []string{strconv.Itoa(os.Getpid())}
+	if ents, err := os.ReadDir("/proc/self/task"); err == nil {
+		for _, e := range ents {
+			tids = append(tids, e.Name())
+		}
+	}
+	for _, tid := range tids {
+		b, err := os.ReadFile("/proc/self/task/" + tid + "/cgroup")
+		if err != nil {
+			continue
+		}
+		_, groups := OwnCgroups(b)
+		if v.inside(groups) {
+			continue
+		}
+		v.homeMu.Lock()
+		v.home, v.homeAt = groups, time.Now()
+		v.homeMu.Unlock()
+		return groups, nil
+	}
+	return nil, errors.New("every thread of the daemon is inside a run's cgroup")
+}
+
+// inside reports whether groups lie in this manager's base in any
+// controller in use (or lack one).
+func (v *v1) inside(groups map[string]string) bool {
+	for _, c := range v.order {
+		where, ok := groups[c]
+		if !ok {
+			return true
+		}
+		base := strings.TrimPrefix(v.dirs[c], v.mounts[c])
+		if where == base || strings.HasPrefix(where, base+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // threadGroups reads the groups of one thread of the daemon.
