@@ -224,27 +224,41 @@ func Within(dir *os.File, anc Identity) (bool, error) {
 
 // Ancestors is the identity of the directory dir and of each directory
 // above it up to "/", climbing ".." (no names, no symlinks): one climb
-// answers every Within question about dir. Each step opens the parent and
-// stats it once (its identity is the next step's).
+// answers every Within question about dir. Each level is one fstatat of
+// "..", "../..", … from dir — the kernel resolves each ".." as an openat
+// of ".." would, crossing mounts the same way — instead of an open, a
+// stat and a close of every parent. The path is restarted from an opened
+// anchor before it nears PATH_MAX.
 func Ancestors(dir *os.File) ([]Identity, error) {
-	cur, err := unix.Openat(int(dir.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("within %s: %w", dir.Name(), err)
-	}
-	defer func() { unix.Close(cur) }()
+	anchor := int(dir.Fd())
 	var st unix.Stat_t
-	if err := unix.Fstat(cur, &st); err != nil {
+	if err := unix.Fstat(anchor, &st); err != nil {
 		return nil, fmt.Errorf("within %s: %w", dir.Name(), err)
 	}
 	chain := []Identity{{Dev: st.Dev, Ino: st.Ino}}
-	for i := 0; i < maxDepth; i++ {
-		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("within %s: %w", dir.Name(), err)
+	own := -1 // an anchor opened here, closed at the end
+	defer func() {
+		if own >= 0 {
+			unix.Close(own)
 		}
-		unix.Close(cur)
-		cur = up
-		if err := unix.Fstat(cur, &st); err != nil {
+	}()
+	up := make([]byte, 0, 64)
+	for i := 0; i < maxDepth; i++ {
+		if len(up)+3 > climbRestart {
+			fd, err := unix.Openat(anchor, string(up), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return nil, fmt.Errorf("within %s: %w", dir.Name(), err)
+			}
+			if own >= 0 {
+				unix.Close(own)
+			}
+			anchor, own, up = fd, fd, up[:0]
+		}
+		if len(up) > 0 {
+			up = append(up, '/')
+		}
+		up = append(up, '.', '.')
+		if err := unix.Fstatat(anchor, string(up), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return nil, fmt.Errorf("within %s: %w", dir.Name(), err)
 		}
 		id := Identity{Dev: st.Dev, Ino: st.Ino}
@@ -255,6 +269,10 @@ func Ancestors(dir *os.File) ([]Identity, error) {
 	}
 	return nil, fmt.Errorf("within %s: deeper than %d levels", dir.Name(), maxDepth)
 }
+
+// climbRestart: the longest "../.." path Ancestors resolves from one
+// anchor, well inside PATH_MAX (4096).
+const climbRestart = 3000
 
 // WithinPath is Within for an ancestor named by path (followed: the
 // runtime's roots may be reached through a symlink). A missing ancestor

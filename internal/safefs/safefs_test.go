@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -199,4 +200,74 @@ func FuzzComponents(f *testing.F) {
 			t.Fatalf("Components(%q) escapes: %q", s, j)
 		}
 	})
+}
+
+// TestAncestorsDeep: the climb by "../.." paths gives the identities an
+// open-and-stat climb of every parent gives, also past the depth where its
+// path is restarted from an anchor (climbRestart), and in order.
+func TestAncestorsDeep(t *testing.T) {
+	const depth = 1500 // "../" × 1500 passes climbRestart once, and PATH_MAX
+	top, err := Open(t.TempDir(), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	cur, err := unix.Openat(int(top.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < depth; i++ {
+		if err := unix.Mkdirat(cur, "d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(cur, "d", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		unix.Close(cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur = next
+	}
+	deep := os.NewFile(uintptr(cur), "deep")
+	defer deep.Close()
+	got, err := Ancestors(deep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reference: open "..", stat, close, up to "/".
+	var want []Identity
+	fd, _ := unix.Openat(cur, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	for {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			t.Fatal(err)
+		}
+		id := Identity{Dev: st.Dev, Ino: st.Ino}
+		if len(want) > 0 && want[len(want)-1] == id {
+			break
+		}
+		want = append(want, id)
+		up, err := unix.Openat(fd, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = up
+	}
+	unix.Close(fd)
+	if !slices.Equal(got, want) {
+		t.Fatalf("Ancestors: %d identities, the reference climb %d (first difference at %d)", len(got), len(want), firstDiff(got, want))
+	}
+	topID, _ := ID(top)
+	if len(got) < depth+2 || got[depth] != topID {
+		t.Errorf("the test's top is not %d levels up", depth)
+	}
+}
+
+func firstDiff(a, b []Identity) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
