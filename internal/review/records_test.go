@@ -97,6 +97,28 @@ func TestRecordsLongFile(t *testing.T) {
 	}
 }
 
+// TestRecordsLongLines: records longer than the first chunks loadRecords
+// reads (4 KiB, then four times as much) are found whole, the last and
+// one further back.
+func TestRecordsLongLines(t *testing.T) {
+	dir := t.TempDir()
+	sizes := []int{300, 5000, 17000, 70000, 3000, 90000}
+	for i, n := range sizes {
+		if err := Save(dir, Record{Run: "run-" + strconv.Itoa(i), Workspace: strings.Repeat("w", n), Before: strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, n := range sizes {
+		got, err := Load(dir, "run-"+strconv.Itoa(i))
+		if err != nil || got.Before != strconv.Itoa(i) || len(got.Workspace) != n {
+			t.Fatalf("run-%d: %q %d bytes, %v", i, got.Before, len(got.Workspace), err)
+		}
+	}
+	if got, err := Load(dir, ""); err != nil || got.Run != "run-5" {
+		t.Errorf("last: %q %v", got.Run, err)
+	}
+}
+
 // TestRecordsOlderFiles: a session of an older daemon (a file per run)
 // still loads; once the records hold a line, that is the last record.
 func TestRecordsOlderFiles(t *testing.T) {

@@ -424,10 +424,13 @@ func loadRecords(sessionDir, run string) (r Record, ok bool, err error) {
 	if !st.Mode().IsRegular() {
 		return r, false, fmt.Errorf("review records: not a regular file")
 	}
-	const chunk = 64 << 10
+	// The last record is most often all that is read: the first chunk is
+	// small (a record is a few hundred bytes), each next one four times
+	// the last, up to 64 KiB.
+	chunk := int64(4 << 10)
 	var tail []byte // the bytes after the last newline seen, read so far
-	for off := st.Size(); off > 0; {
-		n := int64(chunk)
+	for off := st.Size(); off > 0; chunk = min(chunk*4, 64<<10) {
+		n := chunk
 		if off < n {
 			n = off
 		}
