@@ -15,11 +15,14 @@ import (
 // runs code on the host (hooks, git config, repositories, granted
 // protected names), compared at its end.
 type audit struct {
-	l     layout.Layout
 	g     workspace.Grants
-	dirs  []string // host paths: the workspace, then rw .d/mount sources
-	label []string // how the warning names each
+	label []string // how the warning names each: the workspace, then rw .d/mount sources
 	snaps []*workspace.Snapshot
+	// open: each directory as opened and checked at the start, compared
+	// at the end through the same descriptor — the directory the run had,
+	// even if its path now names another — and closed by changes (or
+	// close, for a run that never concludes here).
+	open []*workspace.Dir
 	// readOnly: one warning per directory bound read-only for the run
 	// because its protected paths could not all be found.
 	readOnly []string
@@ -66,14 +69,13 @@ func (a *audit) endReview(log *slog.Logger) {
 // takeAudit snapshots the workspace and the writable mount sources. It
 // walks directories: call it off the actor. nil when there is nothing.
 func takeAudit(l layout.Layout, def *agentdef.Def, ws string) *audit {
-	a := &audit{l: l, g: def.Protect}
+	a := &audit{g: def.Protect}
 	add := func(p, label string) {
 		d, err := workspace.Open(p, workspace.Options{Layout: l, Grants: def.Protect, Homes: []string{}})
 		if err != nil {
 			return // refused or gone: the start fails on it, nothing to compare
 		}
-		defer d.Close()
-		a.dirs = append(a.dirs, p)
+		a.open = append(a.open, d)
 		a.label = append(a.label, label)
 		a.snaps = append(a.snaps, workspace.Take(d.File, def.Protect, d.Hide))
 		// The same judgement the view makes when it binds the directory
@@ -92,7 +94,7 @@ func takeAudit(l layout.Layout, def *agentdef.Def, ws string) *audit {
 			add(m.Src, m.Dst)
 		}
 	}
-	if len(a.dirs) == 0 {
+	if len(a.open) == 0 {
 		return nil
 	}
 	return a
@@ -102,18 +104,21 @@ func takeAudit(l layout.Layout, def *agentdef.Def, ws string) *audit {
 // sandbox saw them; incomplete names the directories whose comparison a
 // cut-short walk left partial (it is said, never taken for "nothing").
 func (a *audit) changes() (changes, incomplete []string) {
-	for i, p := range a.dirs {
-		d, err := workspace.Open(p, workspace.Options{Layout: a.l, Grants: a.g, Homes: []string{}})
-		if err != nil {
-			incomplete = append(incomplete, "the check of "+a.label[i]+" could not open it again: "+err.Error())
-			continue
-		}
+	defer a.close()
+	for i, d := range a.open {
 		after := workspace.Take(d.File, a.g, d.Hide)
-		d.Close()
 		changes = append(changes, a.snaps[i].Changes(after, a.label[i])...)
 		if w := a.snaps[i].Incomplete(after, a.label[i]); w != "" {
 			incomplete = append(incomplete, w)
 		}
 	}
 	return changes, incomplete
+}
+
+// close closes the directories held since the start.
+func (a *audit) close() {
+	for _, d := range a.open {
+		d.Close()
+	}
+	a.open = nil
 }

@@ -172,6 +172,10 @@ func (a *Actor) onStopping() {
 func (a *Actor) onStopped() {
 	a.closeGroup(a.cfg.CancelGrace)
 	a.unwatchDisk()
+	if a.audit != nil {
+		a.audit.close() // a run stopped before its conclusion: nothing to compare
+		a.audit = nil
+	}
 	if a.cfg.Placeholders != nil {
 		// The placeholders its sandboxes shared go with their last use.
 		a.cfg.Placeholders.EndRun(a.spec.RunID)
