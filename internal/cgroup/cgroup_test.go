@@ -514,6 +514,24 @@ func TestEnterBornInside(t *testing.T) {
 	}
 }
 
+// preparedV1Group is a run group made ahead (Group.Prepare) on a cgroup v1
+// machine, closed when the test ends; it skips elsewhere.
+func preparedV1Group(t *testing.T, name string) (*v1, *Group) {
+	t.Helper()
+	m := v1Machine(t)
+	if m.Mode() != ModeV1 {
+		t.Skipf("threads enter groups on v1 only: %s", m.Mode())
+	}
+	g := m.Group(name+strconv.Itoa(os.Getpid()), limits.Limits{Tasks: 32, Memory: 512 << 20})
+	t.Cleanup(func() { g.Close(0) })
+	g.Prepare()
+	g.mu.Lock()
+	made := g.made
+	g.mu.Unlock()
+	<-made
+	return m.b.(*v1), g
+}
+
 // TestEnterPreparedFromAStaleHome: a thread enters a group Prepare made
 // (joining only) and leaves it to the daemon's own groups as read before
 // (v1.home, kept homeFor); when those are stale — the daemon was moved and
@@ -522,18 +540,7 @@ func TestEnterBornInside(t *testing.T) {
 // inside a run's group at that moment (Go runs any goroutine, the one that
 // starts a sandbox too, on the leader).
 func TestEnterPreparedFromAStaleHome(t *testing.T) {
-	m := v1Machine(t)
-	if m.Mode() != ModeV1 {
-		t.Skipf("threads enter groups on v1 only: %s", m.Mode())
-	}
-	b := m.b.(*v1)
-	g := m.Group("run-3-home"+strconv.Itoa(os.Getpid()), limits.Limits{Tasks: 32, Memory: 512 << 20})
-	defer g.Close(0)
-	g.Prepare()
-	g.mu.Lock()
-	made := g.made
-	g.mu.Unlock()
-	<-made
+	b, g := preparedV1Group(t, "run-3-home")
 	if !g.ready {
 		t.Fatal("the prepared group is not marked made")
 	}
@@ -604,18 +611,7 @@ func TestEnterPreparedFromAStaleHome(t *testing.T) {
 // home — not the leader's, which may be inside a run's group then (a
 // thread leaving to the leader's group would stay in the run's).
 func TestHomeReadByTheEnteringThread(t *testing.T) {
-	m := v1Machine(t)
-	if m.Mode() != ModeV1 {
-		t.Skipf("threads enter groups on v1 only: %s", m.Mode())
-	}
-	b := m.b.(*v1)
-	g := m.Group("run-3-lead"+strconv.Itoa(os.Getpid()), limits.Limits{Tasks: 32, Memory: 512 << 20})
-	defer g.Close(0)
-	g.Prepare()
-	g.mu.Lock()
-	made := g.made
-	g.mu.Unlock()
-	<-made
+	b, g := preparedV1Group(t, "run-3-lead")
 	own, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		t.Fatal(err)
