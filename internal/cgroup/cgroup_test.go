@@ -3,6 +3,7 @@ package cgroup
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -742,5 +743,38 @@ func TestCloseWaitsForTheThreadInside(t *testing.T) {
 	}
 	if err := <-closed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBareFileIO: readFile and writeFile (bare syscalls, no poller) read
+// a file whole past their first buffer, write in one call, and report a
+// missing file as fs.ErrNotExist, as the callers test for.
+func TestBareFileIO(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	want := strings.Repeat("0123456789", 1000) // past the 4 KiB first read
+	if err := os.WriteFile(p, []byte(want), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readFile(p); err != nil || string(got) != want {
+		t.Fatalf("readFile: %d bytes, %v", len(got), err)
+	}
+	if got, err := readFile("/proc/self/cgroup"); err != nil || len(got) == 0 {
+		t.Errorf("readFile of a procfs file: %q %v", got, err)
+	}
+	if err := writeFile(p, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(p); string(got[:2]) != "hi" {
+		t.Errorf("writeFile wrote %q", got[:2])
+	}
+	if _, err := readFile(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("readFile of a missing file: %v", err)
+	}
+	if err := writeFile(filepath.Join(dir, "missing"), "1"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("writeFile of a missing file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "missing")); err == nil {
+		t.Error("writeFile created the file")
 	}
 }

@@ -177,7 +177,7 @@ func (v *v1) homes() (map[string]string, error) {
 	if v.home != nil && time.Since(v.homeAt) < homeFor {
 		return v.home, nil
 	}
-	b, err := os.ReadFile("/proc/thread-self/cgroup")
+	b, err := readFile("/proc/thread-self/cgroup")
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func (v *v1) daemonHome() (map[string]string, error) {
 		}
 	}
 	for _, tid := range tids {
-		b, err := os.ReadFile("/proc/self/task/" + tid + "/cgroup")
+		b, err := readFile("/proc/self/task/" + tid + "/cgroup")
 		if err != nil {
 			continue
 		}
@@ -231,7 +231,7 @@ func (v *v1) inside(groups map[string]string) bool {
 
 // threadGroups reads the groups of one thread of the daemon.
 func threadGroups(tid int) (map[string]string, error) {
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
+	b, err := readFile("/proc/self/task/" + strconv.Itoa(tid) + "/cgroup")
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +304,7 @@ func configureV1(c, dir string, l limits.Limits) error {
 }
 
 func (v *v1) procs(name string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(v.dirs["pids"], name, "cgroup.procs"))
+	b, err := readFile(filepath.Join(v.dirs["pids"], name, "cgroup.procs"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -323,7 +323,7 @@ func (v *v1) kill(name string) error {
 			return err
 		}
 		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-			if b, err := os.ReadFile(state); err == nil && strings.TrimSpace(string(b)) == "FROZEN" {
+			if b, err := readFile(state); err == nil && strings.TrimSpace(string(b)) == "FROZEN" {
 				return nil
 			}
 		}
@@ -371,20 +371,65 @@ func (v *v1) leftovers() ([]string, error) {
 }
 
 // writeFile writes a cgroup control file: it must exist (cgroupfs files
-// are never created by writing), and the write is one call.
+// are never created by writing), and the write is one call. By the bare
+// syscalls: os.OpenFile would register the descriptor with Go's poller
+// (cgroupfs files can be polled), an epoll_ctl and two fcntls more, and
+// its removal at the close — most of a task move's own cost.
 func writeFile(path, v string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	fd, err := openRetry(path, unix.O_WRONLY|unix.O_CLOEXEC)
 	if err != nil {
-		return err
+		return fmt.Errorf("write %s: %w", path, &fs.PathError{Op: "open", Path: path, Err: err})
 	}
-	_, err = f.WriteString(v)
-	if cerr := f.Close(); err == nil {
+	for {
+		_, err = unix.Write(fd, []byte(v))
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// readFile reads a cgroupfs or procfs file whole, by the bare syscalls
+// (writeFile says why).
+func readFile(path string) ([]byte, error) {
+	fd, err := openRetry(path, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 4096)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// openRetry is open(2), again after EINTR.
+func openRetry(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }

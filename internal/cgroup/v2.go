@@ -160,7 +160,7 @@ func configureV2(dir string, l limits.Limits) error {
 }
 
 func (v *v2) procs(name string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(v.base, name, "cgroup.procs"))
+	b, err := readFile(filepath.Join(v.base, name, "cgroup.procs"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
