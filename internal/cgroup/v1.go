@@ -374,7 +374,7 @@ func (v *v1) leftovers() ([]string, error) {
 // are never created by writing), and the write is one call. By the bare
 // syscalls: os.OpenFile would register the descriptor with Go's poller
 // (cgroupfs files can be polled), an epoll_ctl and two fcntls more, and
-// its removal at the close — most of a task move's own cost.
+// its removal at the close — a quarter of a thread's enter and leave.
 func writeFile(path, v string) error {
 	fd, err := openRetry(path, unix.O_WRONLY|unix.O_CLOEXEC)
 	if err != nil {
