@@ -209,6 +209,16 @@ func RealPath(f *os.File) (string, error) {
 	return p, nil
 }
 
+// Dup is a descriptor of f's file of its own, close-on-exec (a registry
+// or a sandbox keeps it past the caller's Close).
+func Dup(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
 // maxDepth bounds the walk up a directory tree.
 const maxDepth = 4096
 

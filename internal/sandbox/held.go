@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/workspace"
-	"golang.org/x/sys/unix"
 )
 
 // What a started view holds until its sandbox ends: the placeholders of
@@ -43,11 +43,11 @@ func (h *Held) absentSource(runtime, name string) (*os.File, string, error) {
 		h.files = append(h.files, f) // closed by Started
 		h.absent[i], h.absentPath[i] = f, p
 	}
-	fd, err := unix.FcntlInt(h.absent[i].Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f, err := safefs.Dup(h.absent[i])
 	if err != nil {
 		return nil, "", fmt.Errorf("absent source: %w", err)
 	}
-	return os.NewFile(uintptr(fd), h.absentPath[i]), h.absentPath[i], nil
+	return f, h.absentPath[i], nil
 }
 
 // Warnings are what the run should be told about this sandbox: a

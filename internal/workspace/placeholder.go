@@ -347,7 +347,7 @@ func (r *Registry) acquire(top *os.File, rel string, isDir bool) (f *os.File, ph
 		if d == nil {
 			held := parent
 			if !owned { // the caller's: the registry keeps a copy
-				if held, err = dupFile(parent); err != nil {
+				if held, err = safefs.Dup(parent); err != nil {
 					f.Close()
 					return nil, false, nil, k, fmt.Errorf("placeholder %s: %w", rel, err)
 				}
@@ -439,14 +439,14 @@ func (r *Registry) linkFIFO(dir safefs.Identity, parent *os.File, name string) e
 // setFIFO keeps a descriptor of f (a file placeholder made now) as the
 // source of the directory's next links.
 func (d *heldDir) setFIFO(f *os.File) {
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	dup, err := safefs.Dup(f)
 	if err != nil {
 		return // no link source: the next one is made anew
 	}
 	if d.fifo != nil {
 		d.fifo.Close()
 	}
-	d.fifo = os.NewFile(uintptr(fd), f.Name())
+	d.fifo = dup
 }
 
 // close closes the directory's descriptors.
@@ -456,15 +456,6 @@ func (d *heldDir) close() {
 		d.fifo.Close()
 		d.fifo = nil
 	}
-}
-
-// dupFile is a descriptor of f's file of its own (close-on-exec).
-func dupFile(f *os.File) (*os.File, error) {
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // sameID says whether f is the inode id.
