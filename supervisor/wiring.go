@@ -22,6 +22,7 @@ import (
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/mcphost"
 	"github.com/cortexfs/ctx/internal/reaper"
+	"github.com/cortexfs/ctx/internal/workers"
 	"github.com/cortexfs/ctx/ipc"
 )
 
@@ -41,6 +42,7 @@ type wiring struct {
 	launcher terminal.Launcher
 	updates  *ctlsock.Approvers
 	system   *actor.ActorSystem
+	pool     *workers.Pool // runs the actors' mailboxes (config.Config.Dispatcher)
 	procs    *sync.WaitGroup
 	mcp      *mcphost.Manager
 	runs     *config.RunCount
@@ -118,11 +120,12 @@ func (w *wiring) components() []component {
 		}},
 		w.controlSocket(),
 		{Name: "actor system", Start: func(context.Context) error {
+			w.pool = workers.New(workerIdle)
 			w.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 				return w.log.With("lib", "protoactor")
 			}), actor.WithDeveloperSupervisionLogging(os.Getenv("CTX_DEBUG") == "1"))
 			return nil
-		}, Stop: func(context.Context) error { w.system.Shutdown(); return nil }},
+		}, Stop: func(context.Context) error { w.system.Shutdown(); w.pool.Close(); return nil }},
 		{Name: "sandboxes", Deadline: grace, Start: func(context.Context) error {
 			w.procs = &sync.WaitGroup{}
 			return nil
@@ -215,7 +218,7 @@ func (w *wiring) actors() component {
 	return component{Name: "actors", Deadline: grace + actorStopWait, Start: func(context.Context) error {
 		w.runs, w.warm = &config.RunCount{}, make(chan struct{})
 		w.cfg = config.New(w.s, config.Services{Log: w.log, Procs: w.procs, Running: w.runs, Roots: w.roots,
-			Updates: w.updates, Cgroups: w.cgroups, MCP: w.mcp, Disk: w.disk, Fault: w.d.Fault, Warm: w.warm})
+			Updates: w.updates, Cgroups: w.cgroups, MCP: w.mcp, Disk: w.disk, Fault: w.d.Fault, Dispatcher: w.pool, Warm: w.warm})
 		w.cfg.Cluster = w.d.Cluster
 		if w.d.Cluster != nil {
 			// A shared workspace's placeholders are bound by other nodes'
@@ -226,7 +229,7 @@ func (w *wiring) actors() component {
 			w.cfg.Placeholders.Share(w.s.Layout.ClusterPlaceholderLocks(), w.s.PlaceholderLinger)
 		}
 		cfg, launcher, loops := w.cfg, w.launcher, &w.loops
-		rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{cfg: cfg, launcher: launcher, loops: loops} },
+		rootProps := cfg.Props(func() actor.Actor { return &rootActor{cfg: cfg, launcher: launcher, loops: loops} },
 			actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.RestartDirective })))
 		root, err := w.system.Root.SpawnNamed(rootProps, "supervisor")
 		if err != nil {
@@ -252,6 +255,11 @@ func (w *wiring) actors() component {
 		return errors.Join(errs...)
 	}}
 }
+
+// workerIdle is how long a mailbox worker waits for work before it ends
+// (internal/workers): a busy daemon keeps its workers and their grown
+// stacks; an idle one has none a few seconds later.
+const workerIdle = 5 * time.Second
 
 // actorStopWait bounds the actors' own stop after the drain.
 const actorStopWait = 12 * time.Second

@@ -12,6 +12,6 @@ import (
 // is restarted (it rebuilds its state from events.jsonl), at most 5 times a
 // minute.
 func Props(cfg *config.Config, name string) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &Actor{cfg: cfg, name: name} },
+	return cfg.Props(func() actor.Actor { return &Actor{cfg: cfg, name: name} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(5, time.Minute, func(any) actor.Directive { return actor.RestartDirective })))
 }

@@ -13,6 +13,6 @@ func Props(cfg *config.Config, spec Spec) *actor.Props { return props(cfg, spec,
 
 // props builds a run actor whose processes start through start.
 func props(cfg *config.Config, spec Spec, start startFunc) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &Actor{cfg: cfg, spec: spec, startProc: start} },
+	return cfg.Props(func() actor.Actor { return &Actor{cfg: cfg, spec: spec, startProc: start} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })))
 }

@@ -18,6 +18,6 @@ import (
 // session restarted after a crash can still passivate.
 func Props(cfg *config.Config, key Key, keep *Keep) *actor.Props {
 	seen := new(int)
-	return actor.PropsFromProducer(func() actor.Actor { return &Actor{cfg: cfg, key: key, keep: keep, seen: seen} },
+	return cfg.Props(func() actor.Actor { return &Actor{cfg: cfg, key: key, keep: keep, seen: seen} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(1, time.Minute, func(any) actor.Directive { return actor.RestartDirective })))
 }

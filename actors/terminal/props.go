@@ -10,7 +10,7 @@ import (
 // parent (the supervisor's root actor) restarts it when it crashes, and a
 // restarted actor re-adopts its terminal from the launch receipt.
 func Props(cfg *config.Config, launcher Launcher, agent, session string) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+	return cfg.Props(func() actor.Actor {
 		return &Actor{cfg: cfg, launcher: launcher, agent: agent, session: session}
 	})
 }

@@ -9,5 +9,5 @@ import (
 // Props builds a tool actor for one call. A tool actor is never restarted:
 // a crash stops it and the run reports the call as failed.
 func Props(cfg *config.Config, call Call) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &Actor{cfg: cfg, call: call} })
+	return cfg.Props(func() actor.Actor { return &Actor{cfg: cfg, call: call} })
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/cortexfs/ctx/ctlsock"
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/diskreserve"
@@ -83,6 +85,10 @@ type Config struct {
 	// Cluster is a cluster node's part (ctx-cluster); nil in the single
 	// daemon, whose behaviour it never changes.
 	Cluster Cluster
+	// Dispatcher runs every actor's mailbox (Props); nil: protoactor's
+	// default, a new goroutine each time a mailbox gets work. The daemon
+	// sets a workers.Pool.
+	Dispatcher actor.Dispatcher
 
 	// warm is closed when the daemon's start-up work that may wait (binary
 	// and toolset installs) is done; nil means nothing to wait for.
@@ -132,6 +138,7 @@ type Services struct {
 	MCP          *mcphost.Manager
 	Disk         *diskreserve.Watcher
 	Fault        func(point string)
+	Dispatcher   actor.Dispatcher
 	// Warm is closed when the start-up installs are done (Config.Warmed);
 	// nil: nothing to wait for.
 	Warm <-chan struct{}
@@ -144,7 +151,7 @@ func New(s Settings, sv Services) *Config {
 		SessionIdle: s.SessionIdle, MCPIdle: s.MCPIdle, MCPTimeout: s.MCPTimeout, ACPTimeout: s.ACPTimeout,
 		ACPIdle: s.ACPIdle, DiskReserve: s.DiskReserve,
 		Log: sv.Log, Procs: sv.Procs, Running: sv.Running, Roots: sv.Roots, Updates: sv.Updates, Cgroups: sv.Cgroups,
-		Placeholders: sv.Placeholders, MCP: sv.MCP, Disk: sv.Disk, Fault: sv.Fault, warm: sv.Warm}
+		Placeholders: sv.Placeholders, MCP: sv.MCP, Disk: sv.Disk, Fault: sv.Fault, Dispatcher: sv.Dispatcher, warm: sv.Warm}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -181,6 +188,15 @@ func (c *Config) TakePassivated(min int64) int64 {
 		return n
 	}
 	return 0
+}
+
+// Props is actor.PropsFromProducer with the daemon's dispatcher: every
+// actor of the daemon is built through it.
+func (c *Config) Props(p actor.Producer, opts ...actor.PropsOption) *actor.Props {
+	if c.Dispatcher != nil {
+		opts = append(opts, actor.WithDispatcher(c.Dispatcher))
+	}
+	return actor.PropsFromProducer(p, opts...)
 }
 
 // Hit runs the fault hook at a named point (no-op in normal builds).
