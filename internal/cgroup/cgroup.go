@@ -319,21 +319,33 @@ func (g *Group) Close(grace time.Duration) error {
 		return nil
 	}
 	deadline := time.Now().Add(grace)
+	empty := false
 	for {
 		ps, err := g.m.b.procs(g.name)
-		if err != nil || len(ps) == 0 || !time.Now().Before(deadline) {
+		if err == nil && len(ps) == 0 {
+			// Closed, no daemon thread inside, and no process left to
+			// fork one: it stays empty, and the kill would only list it
+			// again.
+			empty = true
+			break
+		}
+		if err != nil || !time.Now().Before(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Nothing of a concluded run survives it.
 	var errs []error
-	if err := g.m.b.kill(g.name); err != nil {
+	var err error
+	if !empty {
+		err = g.m.b.kill(g.name)
+	}
+	if err != nil {
 		errs = append(errs, err)
 	} else if g.slot != nil {
-		// spec: L4 — kill returned: the group is empty (and nothing else
-		// joins it), so the session's next run inherits no process of
-		// this one.
+		// spec: L4 — found empty, or the kill returned: the group is
+		// empty (and nothing else joins it), so the session's next run
+		// inherits no process of this one.
 		g.m.giveBack(g.slot)
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -776,5 +777,63 @@ func TestBareFileIO(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "missing")); err == nil {
 		t.Error("writeFile created the file")
+	}
+}
+
+// countingBackend is a backend whose groups hold the pids a test gives,
+// counting what Close asks of it.
+type countingBackend struct {
+	rlimitOnly
+	mu                    sync.Mutex
+	inside                []int
+	lists, kills, removes int
+}
+
+func (b *countingBackend) place(string, limits.Limits, int) error { return nil }
+func (b *countingBackend) procs(string) ([]int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lists++
+	return slices.Clone(b.inside), nil
+}
+func (b *countingBackend) kill(string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.kills++
+	b.inside = nil
+	return nil
+}
+func (b *countingBackend) remove(string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.removes++
+	return nil
+}
+
+// TestCloseOfAnEmptyGroupListsOnce: a run's group found empty once it is
+// closed stays so (nothing joins a closed group, nothing is left inside
+// to fork): Close lists it once and removes it, without the kill's own
+// listing; a group with a process left is killed before its removal.
+func TestCloseOfAnEmptyGroupListsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		inside           []int
+		lists, kills, rm int
+	}{
+		{nil, 1, 0, 1},
+		{[]int{12345}, 1, 1, 1},
+	} {
+		b := &countingBackend{inside: tc.inside}
+		m := &Manager{b: b}
+		g := m.Group("run-close", limits.Default)
+		if err := g.Place(1<<22 + 1); err != nil { // no such process: no descendants
+			t.Fatal(err)
+		}
+		if err := g.Close(0); err != nil {
+			t.Fatal(err)
+		}
+		if b.lists != tc.lists || b.kills != tc.kills || b.removes != tc.rm {
+			t.Errorf("inside %v: %d lists, %d kills, %d removals; want %d, %d, %d",
+				tc.inside, b.lists, b.kills, b.removes, tc.lists, tc.kills, tc.rm)
+		}
 	}
 }
