@@ -11,6 +11,7 @@ import (
 	"maps"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/cortexfs/ctx/actors/tool"
@@ -195,7 +196,9 @@ func (e *envelopeEngine) onStepStarted(c actor.Context, m *stepStarted) {
 // view's placeholders go before the run can conclude).
 func readAgent(root *actor.RootContext, self *actor.PID, gen int, p *proc.Proc, cfg *config.Config, ended func()) {
 	defer cfg.Procs.Done()
-	r := bufio.NewReaderSize(p.Stdout, 64<<10)
+	r := stepReaders.Get().(*bufio.Reader)
+	r.Reset(p.Stdout)
+	defer func() { r.Reset(nil); stepReaders.Put(r) }()
 	total := 0
 	var readErr error
 	for {
@@ -227,6 +230,11 @@ func readAgent(root *actor.RootContext, self *actor.PID, gen int, p *proc.Proc, 
 	}
 	root.Send(self, &agentExited{gen: gen, code: p.ExitCode(), err: werr, stderr: p.Stderr()})
 }
+
+// stepReaders are the 64 KiB readers of agent steps' output, reused: a
+// new one per step was 64 KiB allocated and zeroed a send. readLine
+// copies every line out of the buffer, so nothing refers to it after.
+var stepReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 func readLine(r *bufio.Reader) ([]byte, error) {
 	var line []byte
