@@ -76,7 +76,7 @@ demo: build
 
 # Benchmarks compare against a baseline in the same run; see docs/performance.md.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 20x ./e2e/ ./internal/store/ ./internal/review/ ./internal/sandbox/ ./internal/workspace/ ./internal/agentdef/ ./internal/cgroup/
+	$(GO) test -run '^$$' -bench . -benchtime 20x ./e2e/ ./internal/store/ ./internal/review/ ./internal/sandbox/ ./internal/workspace/ ./internal/agentdef/ ./internal/cgroup/ ./internal/workers/
 
 # ctx's tool call against its peers' sandboxes (e2e BenchmarkPeers): installs
 # Anthropic's sandbox runtime and Codex, pinned, from the npm registry into
