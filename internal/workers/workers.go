@@ -7,10 +7,11 @@
 // and back, each to an idle mailbox: a dozen goroutines born with the
 // smallest stack, each growing it again through the actor code (the stack
 // copies and the goroutines' exits were a ninth of the daemon's CPU on that
-// path). A Pool hands a mailbox to a worker parked since its last one, whose
-// stack has already grown; when every worker is busy it starts another, so
-// Schedule never waits. A worker idle for the pool's idle time ends, and
-// Close ends them all.
+// path). A Pool hands a mailbox to the worker parked last (its stack has already
+// grown and is likely still in the cache, as Go's own free goroutines are
+// reused last-in first-out); when every worker is busy it starts another,
+// so Schedule never waits. Workers parked longer than the pool's idle time
+// are ended by the pool's janitor, and Close ends them all.
 package workers
 
 import (
@@ -29,38 +30,52 @@ const Throughput = 300
 // The zero value is not usable: New makes one.
 type Pool struct {
 	idle time.Duration
-	// work takes a mailbox run to a parked worker: unbuffered, so a send
-	// succeeds only when one is waiting.
-	work chan func()
-	done chan struct{}
 
-	mu      sync.Mutex // closed, and wg.Add against Close's Wait
-	closed  bool
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	parked []*worker // waiting for work, the last parked last
+	closed bool
+	wg     sync.WaitGroup // the workers; Add under mu, against Close's Wait
+
+	stop    chan struct{} // ends the janitor
+	janitor sync.WaitGroup
 	started atomic.Int64 // workers ever started (tests, the benchmark)
+}
+
+// worker is one goroutine of the pool; run takes its next mailbox run
+// (buffered: it is handed over only while the worker is parked, so the
+// send never waits), nil to end.
+type worker struct {
+	run    chan func()
+	parked time.Time
 }
 
 var _ actor.Dispatcher = (*Pool)(nil)
 
 // New returns a pool whose workers end after idle without work.
 func New(idle time.Duration) *Pool {
-	return &Pool{idle: idle, work: make(chan func()), done: make(chan struct{})}
+	p := &Pool{idle: idle, stop: make(chan struct{})}
+	p.janitor.Add(1)
+	go p.sweep()
+	return p
 }
 
 // Throughput implements actor.Dispatcher.
 func (p *Pool) Throughput() int { return Throughput }
 
-// Schedule runs fn on a parked worker, or on a new one when none is
-// waiting; it never blocks. After Close, fn runs on a goroutine of its own
+// Schedule runs fn on the worker parked last, or on a new one when none is
+// parked; it never blocks. After Close, fn runs on a goroutine of its own
 // (as with protoactor's default dispatcher): a message sent while the
 // actor system stops is still processed.
 func (p *Pool) Schedule(fn func()) {
-	select {
-	case p.work <- fn:
-		return
-	default:
-	}
 	p.mu.Lock()
+	if n := len(p.parked); n > 0 {
+		w := p.parked[n-1]
+		p.parked[n-1] = nil
+		p.parked = p.parked[:n-1]
+		p.mu.Unlock()
+		w.run <- fn
+		return
+	}
 	if p.closed {
 		p.mu.Unlock()
 		go fn()
@@ -69,23 +84,49 @@ func (p *Pool) Schedule(fn func()) {
 	p.wg.Add(1)
 	p.mu.Unlock()
 	p.started.Add(1)
-	go p.worker(fn)
+	go p.work(&worker{run: make(chan func(), 1)}, fn)
 }
 
-func (p *Pool) worker(fn func()) {
+func (p *Pool) work(w *worker, fn func()) {
 	defer p.wg.Done()
-	t := time.NewTimer(p.idle)
+	for fn != nil {
+		fn()
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return
+		}
+		w.parked = time.Now()
+		p.parked = append(p.parked, w)
+		p.mu.Unlock()
+		fn = <-w.run
+	}
+}
+
+// sweep ends, every half idle time, the workers parked longer than idle:
+// the first parked, at the bottom of the stack.
+func (p *Pool) sweep() {
+	defer p.janitor.Done()
+	t := time.NewTicker(p.idle / 2)
 	defer t.Stop()
 	for {
-		fn()
-		fn = nil // nothing of the last mailbox is kept while parked
-		t.Reset(p.idle)
 		select {
-		case fn = <-p.work:
-		case <-t.C:
+		case <-p.stop:
 			return
-		case <-p.done:
-			return
+		case now := <-t.C:
+			p.mu.Lock()
+			n := 0
+			for n < len(p.parked) && now.Sub(p.parked[n].parked) >= p.idle {
+				n++
+			}
+			old := make([]*worker, n)
+			copy(old, p.parked)
+			p.parked = append(p.parked[:0], p.parked[n:]...)
+			clear(p.parked[len(p.parked):cap(p.parked)])
+			p.mu.Unlock()
+			for _, w := range old {
+				w.run <- nil
+			}
 		}
 	}
 }
@@ -93,8 +134,16 @@ func (p *Pool) worker(fn func()) {
 // Started is how many workers the pool has started.
 func (p *Pool) Started() int64 { return p.started.Load() }
 
-// Close ends the parked workers and waits for the busy ones to finish
-// their mailbox runs. Call it after the actor system has stopped.
+// Parked is how many workers wait for work now.
+func (p *Pool) Parked() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.parked)
+}
+
+// Close ends the parked workers and the janitor, and waits for the busy
+// workers to finish their mailbox runs. Call it after the actor system
+// has stopped.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	if p.closed {
@@ -102,7 +151,13 @@ func (p *Pool) Close() {
 		return
 	}
 	p.closed = true
+	parked := p.parked
+	p.parked = nil
 	p.mu.Unlock()
-	close(p.done)
+	for _, w := range parked {
+		w.run <- nil
+	}
+	close(p.stop)
+	p.janitor.Wait()
 	p.wg.Wait()
 }

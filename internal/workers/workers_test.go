@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,17 +84,75 @@ func TestScheduleNeverWaits(t *testing.T) {
 	close(release)
 }
 
-// Idle workers end by themselves (VerifyNone, without Close).
+// Workers parked longer than the idle time are ended by the janitor.
 func TestIdleWorkersEnd(t *testing.T) {
-	p := New(10 * time.Millisecond)
+	p := New(20 * time.Millisecond)
+	defer p.Close()
 	done := make(chan struct{})
+	release := make(chan struct{})
 	for i := 0; i < 5; i++ {
-		p.Schedule(func() { done <- struct{}{} })
+		p.Schedule(func() { done <- struct{}{}; <-release })
 	}
 	for i := 0; i < 5; i++ {
 		<-done
 	}
-	goleak.VerifyNone(t) // retries until the workers' idle time passed
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Parked() < 5 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	for p.Parked() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := p.Parked(); n != 0 {
+		t.Fatalf("%d workers still parked long after the idle time", n)
+	}
+	// Only the janitor is left (VerifyNone retries while they exit).
+	goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/cortexfs/ctx/internal/workers.(*Pool).sweep"))
+}
+
+// goid is the calling goroutine's id, from its stack's first line.
+func goid() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// The worker parked last takes the next run (its stack is the warm one).
+func TestLastParkedWorkerTakesTheRun(t *testing.T) {
+	p := New(time.Minute)
+	defer p.Close()
+	idA, idB := make(chan string, 1), make(chan string, 1)
+	releaseA, releaseB := make(chan struct{}), make(chan struct{})
+	p.Schedule(func() { idA <- goid(); <-releaseA })
+	p.Schedule(func() { idB <- goid(); <-releaseB })
+	a, b := <-idA, <-idB
+	waitParked := func(n int) {
+		for deadline := time.Now().Add(10 * time.Second); p.Parked() < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d parked, want %d", p.Parked(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// A's worker parks first, B's last.
+	close(releaseA)
+	waitParked(1)
+	close(releaseB)
+	waitParked(2)
+	last := b
+	if a == "" || b == "" || a == b {
+		t.Fatalf("goroutine ids %q %q", a, b)
+	}
+	got := make(chan string, 1)
+	p.Schedule(func() { got <- goid() })
+	if g := <-got; g != last {
+		t.Fatalf("run went to goroutine %s, want %s (parked last; the other is %s)", g, last, a)
+	}
 }
 
 // Close waits for a busy worker; a run scheduled afterwards still runs.
