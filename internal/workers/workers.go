@@ -11,10 +11,12 @@
 // grown and is likely still in the cache, as Go's own free goroutines are
 // reused last-in first-out); when every worker is busy it starts another,
 // so Schedule never waits. Workers parked longer than the pool's idle time
-// are ended by the pool's janitor, and Close ends them all.
+// are ended (a timer armed only while one is parked: an idle daemon is
+// not woken), and Close ends them all.
 package workers
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,11 +36,12 @@ type Pool struct {
 	mu     sync.Mutex
 	parked []*worker // waiting for work, the last parked last
 	closed bool
-	wg     sync.WaitGroup // the workers; Add under mu, against Close's Wait
-
-	stop    chan struct{} // ends the janitor
-	janitor sync.WaitGroup
-	started atomic.Int64 // workers ever started (tests, the benchmark)
+	// sweep ends the workers parked longer than idle; armed while any is
+	// parked.
+	sweep   *time.Timer
+	armed   bool
+	wg      sync.WaitGroup // the workers; Add under mu, against Close's Wait
+	started atomic.Int64   // workers ever started (tests, the benchmark)
 }
 
 // worker is one goroutine of the pool; run takes its next mailbox run
@@ -53,9 +56,9 @@ var _ actor.Dispatcher = (*Pool)(nil)
 
 // New returns a pool whose workers end after idle without work.
 func New(idle time.Duration) *Pool {
-	p := &Pool{idle: idle, stop: make(chan struct{})}
-	p.janitor.Add(1)
-	go p.sweep()
+	p := &Pool{idle: idle}
+	p.sweep = time.AfterFunc(time.Hour, p.endIdle)
+	p.sweep.Stop()
 	return p
 }
 
@@ -98,36 +101,40 @@ func (p *Pool) work(w *worker, fn func()) {
 		}
 		w.parked = time.Now()
 		p.parked = append(p.parked, w)
+		if !p.armed {
+			p.armed = true
+			p.sweep.Reset(p.idle)
+		}
 		p.mu.Unlock()
 		fn = <-w.run
 	}
 }
 
-// sweep ends, every half idle time, the workers parked longer than idle:
-// the first parked, at the bottom of the stack.
-func (p *Pool) sweep() {
-	defer p.janitor.Done()
-	t := time.NewTicker(p.idle / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case now := <-t.C:
-			p.mu.Lock()
-			n := 0
-			for n < len(p.parked) && now.Sub(p.parked[n].parked) >= p.idle {
-				n++
-			}
-			old := make([]*worker, n)
-			copy(old, p.parked)
-			p.parked = append(p.parked[:0], p.parked[n:]...)
-			clear(p.parked[len(p.parked):cap(p.parked)])
-			p.mu.Unlock()
-			for _, w := range old {
-				w.run <- nil
-			}
-		}
+// endIdle ends the workers parked longer than idle — the first parked,
+// at the bottom of the stack — and arms the timer again for the oldest
+// one left.
+func (p *Pool) endIdle() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	n := 0
+	for n < len(p.parked) && now.Sub(p.parked[n].parked) >= p.idle {
+		n++
+	}
+	old := slices.Clone(p.parked[:n])
+	p.parked = append(p.parked[:0], p.parked[n:]...)
+	clear(p.parked[len(p.parked):cap(p.parked)])
+	if len(p.parked) > 0 {
+		p.sweep.Reset(p.parked[0].parked.Add(p.idle).Sub(now))
+	} else {
+		p.armed = false
+	}
+	p.mu.Unlock()
+	for _, w := range old {
+		w.run <- nil
 	}
 }
 
@@ -141,9 +148,8 @@ func (p *Pool) Parked() int {
 	return len(p.parked)
 }
 
-// Close ends the parked workers and the janitor, and waits for the busy
-// workers to finish their mailbox runs. Call it after the actor system
-// has stopped.
+// Close ends the parked workers and waits for the busy ones to finish
+// their mailbox runs. Call it after the actor system has stopped.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	if p.closed {
@@ -151,13 +157,12 @@ func (p *Pool) Close() {
 		return
 	}
 	p.closed = true
+	p.sweep.Stop()
 	parked := p.parked
 	p.parked = nil
 	p.mu.Unlock()
 	for _, w := range parked {
 		w.run <- nil
 	}
-	close(p.stop)
-	p.janitor.Wait()
 	p.wg.Wait()
 }

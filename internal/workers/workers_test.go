@@ -107,8 +107,15 @@ func TestIdleWorkersEnd(t *testing.T) {
 	if n := p.Parked(); n != 0 {
 		t.Fatalf("%d workers still parked long after the idle time", n)
 	}
-	// Only the janitor is left (VerifyNone retries while they exit).
-	goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/cortexfs/ctx/internal/workers.(*Pool).sweep"))
+	// Nothing of the pool is left running (VerifyNone retries while the
+	// workers exit), and nothing is armed to wake an idle daemon.
+	goleak.VerifyNone(t)
+	p.mu.Lock()
+	armed := p.armed
+	p.mu.Unlock()
+	if armed {
+		t.Fatal("the idle timer is armed with no worker parked")
+	}
 }
 
 // goid is the calling goroutine's id, from its stack's first line.
