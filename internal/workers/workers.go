@@ -6,13 +6,13 @@
 // the connection's reader, the agent, the session, the run, the tool actor
 // and back, each to an idle mailbox: a dozen goroutines born with the
 // smallest stack, each growing it again through the actor code (the stack
-// copies and the goroutines' exits were a ninth of the daemon's CPU on that
-// path). A Pool hands a mailbox to the worker parked last (its stack has already
-// grown and is likely still in the cache, as Go's own free goroutines are
-// reused last-in first-out); when every worker is busy it starts another,
-// so Schedule never waits. Workers parked longer than the pool's idle time
-// are ended (a timer armed only while one is parked: an idle daemon is
-// not woken), and Close ends them all.
+// copies and the goroutines' exits were an eighth of the daemon's CPU on
+// that path). A Pool hands a mailbox to the worker parked last (its stack
+// has already grown and is likely still in the cache, as Go's own free
+// goroutines are reused last-in first-out); when every worker is busy it
+// starts another, so Schedule never waits. Workers parked longer than the
+// pool's idle time are ended (a timer armed only while one is parked: an
+// idle daemon is not woken), and Close ends them all.
 package workers
 
 import (
