@@ -122,3 +122,12 @@ func (a *audit) close() {
 	}
 	a.open = nil
 }
+
+// dropAudit closes the directories of an audit no run will take (the
+// run stopped or concluded before its definition arrived).
+func (m *defLoaded) dropAudit() {
+	if m.audit != nil {
+		m.audit.close()
+		m.audit = nil
+	}
+}

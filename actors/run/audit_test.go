@@ -1,6 +1,7 @@
 package run
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,5 +48,30 @@ func TestAuditComparesTheDirectoryTheRunHad(t *testing.T) {
 	}
 	if a.open != nil {
 		t.Error("the directories are still held after the comparison")
+	}
+}
+
+// TestAuditDroppedByARunThatEnded: a definition that arrives after its
+// run concluded (a cancel during the load) closes the audit's held
+// directories instead of leaving them to the garbage collector.
+func TestAuditDroppedByARunThatEnded(t *testing.T) {
+	base := t.TempDir()
+	l := layout.Layout{Root: filepath.Join(base, "root"), Runtime: filepath.Join(base, "run"), UID: os.Getuid()}
+	ws := filepath.Join(base, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	au := takeAudit(l, &agentdef.Def{Name: "a"}, ws)
+	if au == nil || len(au.open) == 0 {
+		t.Fatal("no audit of the workspace")
+	}
+	d := au.open[0]
+	a := &Actor{phase: phaseConcluded}
+	a.onDefLoaded(nil, &defLoaded{def: &agentdef.Def{Name: "a"}, audit: au})
+	if au.open != nil {
+		t.Error("the audit's directories are still held")
+	}
+	if err := d.Close(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("the workspace's descriptor was not closed (a second Close: %v)", err)
 	}
 }

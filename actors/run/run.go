@@ -129,7 +129,7 @@ func (a *Actor) onStarted(c actor.Context) {
 		return
 	}
 	a.cfg.Hit("run.start")
-	self, root, l, spec, log := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.spec, a.log
+	self, root, l, spec, log, ctx := c.Self(), c.ActorSystem().Root, a.cfg.Layout, a.spec, a.log, a.ctx
 	go func() {
 		// Control files are re-read for every run (U6).
 		def, err := agentdef.Load(l, spec.Agent)
@@ -164,6 +164,9 @@ func (a *Actor) onStarted(c actor.Context) {
 			m.disp, m.derr = loadDispatcher(l, log)
 		}
 		wg.Wait()
+		if ctx.Err() != nil {
+			m.dropAudit() // the run stopped meanwhile: no one takes it
+		}
 		root.Send(self, m)
 	}()
 }
@@ -172,7 +175,8 @@ func (a *Actor) onStarted(c actor.Context) {
 // concludes when its definition or prompt cannot be had.
 func (a *Actor) onDefLoaded(c actor.Context, m *defLoaded) {
 	if a.phase != phaseLoading {
-		return // concluded meanwhile (a cancel, a restart)
+		m.dropAudit() // concluded meanwhile (a cancel, a restart)
+		return
 	}
 	if m.err != nil {
 		a.emit(c, &ipc.Frame{Type: ipc.TypeStart, ID: a.spec.ReqID, Op: a.spec.Op, Digest: a.spec.Digest})
