@@ -39,6 +39,7 @@ func BenchmarkACPFirstChunk(b *testing.B) {
 	acpPrompt(-1) // warm both paths
 	rawPrompt(-1)
 	var acpT, rawT time.Duration
+	w.etcReady(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		acpT += acpPrompt(i)

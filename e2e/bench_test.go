@@ -53,6 +53,7 @@ func BenchmarkSendVsDirect(b *testing.B) {
 	// the ratio counted the protection as the runtime's overhead.
 	placeholders := workspace.NewRegistry()
 	var direct, socket, cli time.Duration
+	w.etcReady(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// Direct: the same sandbox view, envelope and read-to-exit.
@@ -121,6 +122,7 @@ func BenchmarkSendCLIVsClient(b *testing.B) {
 	run(w.ctxBin, "agent", "send", "--session", "cli", "bench", "echo", "hi")
 	run(binDir+"/oneshot", sock, "one", "echo", "hi")
 	var cli, one time.Duration
+	w.etcReady(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -148,6 +150,7 @@ func BenchmarkToolCallVsBwrap(b *testing.B) {
 	w.mustCtx("agent", "create", "tb", "--exec", binDir+"/testagent")
 	c := w.dial("tb")
 	var tool, bare, direct time.Duration
+	w.etcReady(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -204,10 +207,9 @@ func BenchmarkToolCallToolCount(b *testing.B) {
 	var took [2]time.Duration
 	var cpu0 [2]time.Duration
 	for k, w := range worlds {
-		// Each daemon's /etc snapshot is made in the background at its
-		// start (~250 ms of CPU here): counted, it would be one world's
-		// and not the other's.
-		waitUntil(10*time.Second, func() bool { _, err := os.Readlink(filepath.Join(w.run, "etc")); return err == nil })
+		// Counted, the /etc snapshot's build would be one world's and
+		// not the other's.
+		w.etcReady(b)
 		// One call first: the 101 tools' tree is made by the first.
 		conns[k].send(map[string]any{"op": "tsh", "id": "warm", "session": "bench", "args": []string{"call", "clock"}})
 		conns[k].until("done", 10*time.Second)
@@ -314,6 +316,7 @@ func BenchmarkToolCallCgroup(b *testing.B) {
 	// its own sandbox.
 	c := w.dial("cg")
 	var bare, placed, entered, tool time.Duration
+	w.etcReady(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		bare += call(3*i, false, false)
@@ -368,6 +371,7 @@ func BenchmarkToolsetReadEdit(b *testing.B) {
 		}
 	}
 	var read, edit, cat, sed time.Duration
+	w.etcReady(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()

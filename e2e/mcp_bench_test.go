@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -15,7 +17,10 @@ import (
 // schema validation, the sandboxed server reused) with the same call made
 // by the SDK's own client on an unsandboxed server it started itself.
 // The first call of the session (the server's start in its sandbox) is
-// reported apart.
+// reported apart. A third baseline, interleaved too, is the SDK's call
+// followed by one durable append (a line written to a log beside the
+// sessions' and fsynced): the floor of an op whose result is committed
+// before anyone sees it (sessions-and-frames.md, the fsync policy).
 func BenchmarkMCPEchoVsSDK(b *testing.B) {
 	npm := needServers(b)
 	w := newWorld(b)
@@ -51,8 +56,15 @@ func BenchmarkMCPEchoVsSDK(b *testing.B) {
 	sdkCall()
 	sdkFirst := time.Since(t0)
 
-	var ctxT, sdkT time.Duration
+	commitLog, err := os.OpenFile(filepath.Join(w.root, "bench-commit.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer commitLog.Close()
+	line := []byte(`{"type":"tool_result","tool":"everything.echo","content":"Echo: hi","status":"ok"}` + "\n")
+	var ctxT, sdkT, floorT time.Duration
 	cpu0, _ := procCPU(w.daemon.Process.Pid)
+	w.etcReady(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 = time.Now()
@@ -61,6 +73,15 @@ func BenchmarkMCPEchoVsSDK(b *testing.B) {
 		t0 = time.Now()
 		sdkCall()
 		sdkT += time.Since(t0)
+		t0 = time.Now()
+		sdkCall()
+		if _, err := commitLog.Write(line); err != nil {
+			b.Fatal(err)
+		}
+		if err := commitLog.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		floorT += time.Since(t0)
 	}
 	b.StopTimer() // the SDK client's Close waits for its server to exit
 	cpu1, _ := procCPU(w.daemon.Process.Pid)
@@ -71,5 +92,7 @@ func BenchmarkMCPEchoVsSDK(b *testing.B) {
 	b.ReportMetric(float64(sdkFirst.Microseconds())/1000, "sdk-first-call-ms")
 	b.ReportMetric(float64(ctxT.Microseconds())/n/1000, "tsh-call-ms")
 	b.ReportMetric(float64(sdkT.Microseconds())/n/1000, "sdk-call-ms")
+	b.ReportMetric(float64(floorT.Microseconds())/n/1000, "sdk+fsync-ms")
 	b.ReportMetric(float64(ctxT)/float64(sdkT), "tsh/sdk")
+	b.ReportMetric(float64(ctxT)/float64(floorT), "tsh/sdk+fsync")
 }

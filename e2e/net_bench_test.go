@@ -19,6 +19,7 @@ func BenchmarkToolCallNet(b *testing.B) {
 	w.agent("none", map[string]string{"tools": "clock\n", "policy": "allow tool *\n"})
 	w.agent("net", map[string]string{"tools": "clock\n", "policy": "allow tool *\n", "mount": "net\nnet local 127.0.0.1:11434\n"})
 	ws := b.TempDir()
+	w.etcReady(b)
 	for _, agent := range []string{"none", "net"} {
 		b.Run(agent, func(b *testing.B) {
 			c := w.dial(agent)

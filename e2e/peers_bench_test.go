@@ -47,6 +47,7 @@ func BenchmarkPeers(b *testing.B) {
 	home, _ := os.UserHomeDir()
 	peerEnv := append(os.Environ(), "HOME="+home)
 	var ctx, srtT, codexT, bare time.Duration
+	w.etcReady(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		ctx += run(ws, w.env(), w.ctxBin, "agent", "tsh", "pb", "--", "call", "echo")
