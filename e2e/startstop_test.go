@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"net"
 	"os/exec"
+	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -97,5 +100,33 @@ func TestDaemonFastStartAndStop(t *testing.T) {
 	// 2 s before the start-up work with the default grace: it waited it out.
 	if m := median(stops); m > 2*time.Second {
 		t.Errorf("an idle daemon took %v to exit on SIGTERM with CTX_CANCEL_GRACE=10s", m)
+	}
+}
+
+// TestDaemonGoProcs: the daemon runs its Go code on half the CPUs Go found
+// for it (at least one), and a GOMAXPROCS in its environment stands.
+func TestDaemonGoProcs(t *testing.T) {
+	re := regexp.MustCompile(`msg="go procs" gomaxprocs=(\d+) found=(\d+)`)
+	read := func(w *world) (procs, found int) {
+		t.Helper()
+		var m []string
+		waitUntil(5*time.Second, func() bool { m = re.FindStringSubmatch(w.log.String()); return m != nil })
+		if m == nil {
+			t.Fatalf("no go procs line:\n%s", w.log)
+		}
+		procs, _ = strconv.Atoi(m[1])
+		found, _ = strconv.Atoi(m[2])
+		return procs, found
+	}
+	w := newWorld(t)
+	w.start()
+	procs, found := read(w)
+	if found < 1 || found > runtime.NumCPU() || procs != max(1, found/2) {
+		t.Fatalf("gomaxprocs %d of %d found (%d CPUs): want half, at least 1", procs, found, runtime.NumCPU())
+	}
+	w2 := newWorld(t)
+	w2.start("GOMAXPROCS=3")
+	if procs, _ := read(w2); procs != 3 {
+		t.Fatalf("gomaxprocs %d with GOMAXPROCS=3 in the environment", procs)
 	}
 }

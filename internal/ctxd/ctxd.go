@@ -70,6 +70,8 @@ func Daemon(ctx context.Context, l layout.Layout, stderr io.Writer) error {
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
+	found, procs := setDaemonProcs(os.Getenv("GOMAXPROCS"))
+	log.Info("go procs", "gomaxprocs", procs, "found", found, "env", os.Getenv("GOMAXPROCS"))
 	// The reaper is this very binary (the daemon is always ctxd: `ctx
 	// daemon` execs it), read through /proc/self/exe at its start.
 	d := &supervisor.Daemon{Settings: settings, Log: log, Fault: faultHook(), BinDir: selfDir(),
