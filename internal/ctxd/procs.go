@@ -14,12 +14,12 @@ import (
 // work it starts runs in other processes (bwrap, the agents, the tools,
 // the MCP servers) and in the kernel (mounts, fsyncs, cgroup files). With
 // a P per CPU, each message that readies a goroutine while another P is
-// idle wakes a thread that spins looking for work and parks again; on the
-// 2-CPU test machine one P took 22 % off the daemon's CPU per send in a
-// burst of 100 concurrent sends and raised their rate from 0.82–0.85× to
-// 0.92–0.97× of the minimal launcher's (docs/performance.md). Half the
-// CPUs keeps a large machine's daemon parallel while leaving the other
-// half to the sandboxes it starts.
+// idle wakes a thread that spins looking for work and parks again. On the
+// 2-CPU test machine one P took 15–25 % off the daemon's CPU per send in a
+// burst of 100 concurrent sends and raised their rate from 0.82× to 0.92×
+// the minimal launcher's (medians, docs/performance.md). Half the CPUs
+// keeps a large machine's daemon parallel while leaving the other half to
+// the sandboxes it starts.
 func daemonProcs(found int, env string) (n int, ok bool) {
 	if strings.TrimSpace(env) != "" {
 		return 0, false
