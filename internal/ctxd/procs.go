@@ -2,13 +2,14 @@ package ctxd
 
 import (
 	"runtime"
-	"strings"
+	"strconv"
 )
 
 // daemonProcs is the daemon's GOMAXPROCS: half of the CPUs Go found for
 // it (its affinity mask and its cgroup's CPU limit), at least one, unless
-// GOMAXPROCS is set in its environment (then ok is false and Go's own
-// reading of it stands).
+// GOMAXPROCS in its environment is a positive number (then ok is false and
+// Go's own reading of it stands; Go ignores any other value, and so does
+// this).
 //
 // Why fewer than Go's default: the daemon's Go code coordinates — the
 // work it starts runs in other processes (bwrap, the agents, the tools,
@@ -21,7 +22,7 @@ import (
 // keeps a large machine's daemon parallel while leaving the other half to
 // the sandboxes it starts.
 func daemonProcs(found int, env string) (n int, ok bool) {
-	if strings.TrimSpace(env) != "" {
+	if n, err := strconv.Atoi(env); err == nil && n > 0 {
 		return 0, false
 	}
 	return max(1, found/2), true

@@ -16,7 +16,10 @@ func TestDaemonProcs(t *testing.T) {
 		{64, "", 32, true},
 		{2, "2", 0, false}, // the user's GOMAXPROCS stands
 		{8, "1", 0, false},
-		{8, "  ", 4, true},
+		{8, "  ", 4, true}, // Go ignores what is not a positive number
+		{8, "abc", 4, true},
+		{8, "0", 4, true},
+		{8, "-2", 4, true},
 	} {
 		n, ok := daemonProcs(c.found, c.env)
 		if n != c.want || ok != c.ok {
