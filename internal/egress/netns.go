@@ -55,7 +55,7 @@ func Attach(pid int, exe string, pol netpolicy.Policy, log *slog.Logger) (*Proxy
 		// An unprivileged daemon may not enter the sandbox's network
 		// namespace from its own user namespace: a helper joins the
 		// sandbox's user namespace first.
-		files, err = listenViaHelper(pid, netns, exe, pol.Listens())
+		files, err = listenViaHelper(netns, exe, pol.Listens())
 	}
 	if err != nil {
 		return nil, err
@@ -91,13 +91,19 @@ func Attach(pid int, exe string, pol netpolicy.Policy, log *slog.Logger) (*Proxy
 }
 
 // listenViaHelper runs the helper (this binary's HelperArg, through
-// nsenter) in the sandbox's user and network namespaces: a multithreaded
-// Go process cannot join a user namespace itself. It returns the
-// listening sockets the helper sent back.
-func listenViaHelper(pid int, netns *os.File, exe string, listens []netip.AddrPort) ([]*os.File, error) {
-	userns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/user")
+// nsenter) in the sandbox's network namespace and the user namespace
+// that owns it: a multithreaded Go process cannot join a user namespace
+// itself. It returns the listening sockets the helper sent back.
+func listenViaHelper(netns *os.File, exe string, listens []netip.AddrPort) ([]*os.File, error) {
+	// The owner, asked of the network namespace itself — not the sandbox
+	// process's user namespace: an unprivileged bwrap that mounts devpts
+	// moves its child into a nested user namespace before the block pipe,
+	// one with no capability over the network namespace made with the
+	// clone, so which namespace /proc/PID/ns/user named depended on how
+	// far the child had got.
+	userns, err := ownerOf(netns)
 	if err != nil {
-		return nil, fmt.Errorf("egress: sandbox userns: %w", err)
+		return nil, fmt.Errorf("egress: sandbox netns: %w", err)
 	}
 	defer userns.Close()
 	sameUser, err := sameNS(userns, "/proc/self/ns/user")
@@ -253,6 +259,20 @@ func sameNS(f *os.File, path string) (bool, error) {
 		return false, fmt.Errorf("stat %s: %w", path, err)
 	}
 	return a.Dev == b.Dev && a.Ino == b.Ino, nil
+}
+
+// nsGetUserns is NS_GET_USERNS (linux/nsfs.h, _IO(0xb7, 0x1)), which
+// golang.org/x/sys does not name.
+const nsGetUserns = 0xb701
+
+// ownerOf opens the user namespace that owns the namespace ns.
+func ownerOf(ns *os.File) (*os.File, error) {
+	fd, err := unix.IoctlRetInt(int(ns.Fd()), nsGetUserns)
+	if err != nil {
+		return nil, fmt.Errorf("owning user namespace: %w", err)
+	}
+	// The kernel opens it close-on-exec (open_related_ns).
+	return os.NewFile(uintptr(fd), "userns"), nil
 }
 
 // recvFDs reads one message carrying n descriptors.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,17 @@ import (
 	"github.com/cortexfs/ctx/internal/netpolicy"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The test binary is also the daemon side of an attach (nestedRole)
+	// and the helper nsenter starts (HelperArg).
+	if len(os.Args) > 1 && os.Args[1] == HelperArg {
+		os.Exit(Helper(os.Args[2:]))
+	}
+	if os.Getenv(roleEnv) == "nested" {
+		os.Exit(nestedRole())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // fakeNet answers names from a table and records every dial; a dial is
 // answered in memory by an HTTP server that echoes what it was asked.
