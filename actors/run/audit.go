@@ -77,12 +77,18 @@ func takeAudit(l layout.Layout, def *agentdef.Def, ws string) *audit {
 		}
 		a.open = append(a.open, d)
 		a.label = append(a.label, label)
-		a.snaps = append(a.snaps, workspace.Take(d.File, def.Protect, d.Hide))
 		// The same judgement the view makes when it binds the directory
 		// (sandbox.View.build), so the run can say why it is read-only and
 		// which grant lifts it. The view walks again at every sandbox start
 		// and binds by its own walk.
-		if w := workspace.Protect(d, def.Protect).Warning(d, label, def.Name); w != "" {
+		prot := workspace.Protect(d, def.Protect)
+		if len(def.Protect.Writable) == 0 {
+			// One walk for both: it found what the snapshot's would.
+			a.snaps = append(a.snaps, workspace.TakeFound(d.File, def.Protect, prot.Found))
+		} else {
+			a.snaps = append(a.snaps, workspace.Take(d.File, def.Protect, d.Hide))
+		}
+		if w := prot.Warning(d, label, def.Name); w != "" {
 			a.readOnly = append(a.readOnly, w)
 		}
 	}

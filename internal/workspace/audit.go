@@ -30,8 +30,16 @@ const maxConfig = 256 << 10
 
 // Take snapshots dir.
 func Take(dir *os.File, g Grants, skip []string) *Snapshot {
+	return TakeFound(dir, g, Walk(dir, Grants{}, skip)) // every repository, granted or not
+}
+
+// TakeFound snapshots dir from found, a walk of it with skip and no name
+// granted writable. A walk with grants (Protect's) serves when g grants
+// no name writable: Writable is the only grant that changes what a walk
+// goes through and finds, besides the absent names it lists at the top,
+// which a snapshot passes over.
+func TakeFound(dir *os.File, g Grants, found Found) *Snapshot {
 	s := &Snapshot{items: map[string]string{}}
-	found := Walk(dir, Grants{}, skip) // every repository, granted or not
 	s.Truncated = found.Truncated
 	for _, e := range found.Entries {
 		if !e.Repo || e.Kind == KindAbsent {

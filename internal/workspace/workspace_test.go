@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -720,5 +721,45 @@ func TestPlaceholderFilesShareAnInode(t *testing.T) {
 	relg()
 	if ents, _ := os.ReadDir(ws2); len(ents) != 0 {
 		t.Errorf("left: %v", ents)
+	}
+}
+
+// TestTakeFoundIsTake: a snapshot taken from Protect's walk is the
+// snapshot's own walk when no name is granted writable (a run's start
+// walks once for both); a writable grant changes what the walk goes
+// through, which is why the run walks twice then.
+func TestTakeFoundIsTake(t *testing.T) {
+	ws := t.TempDir()
+	for _, d := range []string{"r/.git/hooks", "bare/objects", "bare/refs", "bare/hooks", ".vscode/sub/.git/hooks", "deep/a/b/.git"} {
+		os.MkdirAll(filepath.Join(ws, d), 0o755)
+	}
+	for _, f := range []string{"r/.git/HEAD", "bare/HEAD", ".vscode/sub/.git/HEAD", "deep/a/b/.git/HEAD"} {
+		os.WriteFile(filepath.Join(ws, f), []byte("ref: refs/heads/main\n"), 0o644)
+	}
+	os.WriteFile(filepath.Join(ws, "r/.git/config"), []byte("[core]\n\tfsmonitor = /x.sh\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "r/.git/hooks/pre-commit"), []byte("x"), 0o755)
+	os.WriteFile(filepath.Join(ws, "bare/config"), []byte("[core]\n\tbare = true\n"), 0o644)
+	d, err := Open(ws, Options{Homes: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, grants := range []string{"", "creatable .git\ncreatable .envrc\n"} {
+		g, err := ParseGrants([]byte(grants))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Take(d.File, g, d.Hide)
+		got := TakeFound(d.File, g, Walk(d.File, g, d.Hide))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("grants %q: from Protect's walk %v, the snapshot's own %v", grants, got.items, want.items)
+		}
+		if len(want.items) < 4 {
+			t.Errorf("grants %q: the fixture's repositories were not found: %v", grants, want.items)
+		}
+	}
+	g, _ := ParseGrants([]byte("writable .vscode\n"))
+	if reflect.DeepEqual(TakeFound(d.File, g, Walk(d.File, g, d.Hide)), Take(d.File, g, d.Hide)) {
+		t.Error("a writable grant's walk (into .vscode) found what the snapshot's finds: the fixture no longer shows why the run walks twice then")
 	}
 }
