@@ -4,10 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash"
 	"io/fs"
 	"path/filepath"
-	"syscall"
+	"slices"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // racy is how recent a change may be for its times to be trusted: a file
@@ -39,71 +42,223 @@ const (
 // entry, hashed or not (a workspace of FIFOs is bounded as one of
 // files), size the files' bytes; over says the walk passed a bound.
 func fingerprint(ws string) (fp string, n int, size int64, over bool) {
-	h := sha256.New()
 	t := time.Now()
-	fine, coarse := t.Add(-racy).UnixNano(), t.Add(-coarseRacy).UnixNano()
-	usable := true
-	var b [8 * 6]byte
-	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			usable = false
-			return nil
+	w := &fpWalk{
+		h:      sha256.New(),
+		fine:   t.Add(-racy).UnixNano(),
+		coarse: t.Add(-coarseRacy).UnixNano(),
+		usable: true,
+		buf:    make([]byte, 32<<10),
+		path:   append(make([]byte, 0, 4096), filepath.Clean(ws)...), // WalkDir's children are Join(ws, name)
+	}
+	top, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", 0, 0, false
+	}
+	w.dir(top)
+	unix.Close(top)
+	if w.over || !w.usable {
+		return "", w.n, w.size, w.over
+	}
+	return hex.EncodeToString(w.h.Sum(nil)), w.n, w.size, w.over
+}
+
+// fpWalk is one fingerprint's walk.
+type fpWalk struct {
+	h            hash.Hash
+	fine, coarse int64
+	usable, over bool
+	n            int
+	size         int64
+	buf          []byte // getdents, shared by every directory
+	path         []byte // the current directory's path, as WalkDir spells it
+	rec          [8 * 6]byte
+}
+
+type fpEntry struct {
+	name string
+	typ  byte // DT_*
+}
+
+// dir hashes the entries below the directory fd (whose path is w.path);
+// it reports false once the walk is to stop (a bound passed).
+func (w *fpWalk) dir(fd int) bool {
+	ents, ok := w.list(fd)
+	if !ok {
+		w.usable = false // what was listed is still walked, as WalkDir does
+	}
+	slices.SortFunc(ents, func(a, b fpEntry) int {
+		switch {
+		case a.name < b.name:
+			return -1
+		case a.name > b.name:
+			return 1
 		}
-		if d.IsDir() && d.Name() == ".git" && p != ws {
-			return filepath.SkipDir
+		return 0
+	})
+	base := len(w.path)
+	for _, e := range ents {
+		if e.typ == unix.DT_UNKNOWN {
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				w.usable = false
+				continue
+			}
+			e.typ = dtOf(st.Mode)
 		}
-		if p == ws {
-			return nil
+		if e.typ == unix.DT_DIR && e.name == ".git" {
+			continue // never counted: git keeps its own
 		}
 		// Every entry counts against the bound, hashed or not: the walk
 		// is the host's work on what the agent wrote.
-		if n++; n > MaxFiles {
-			over = true
-			return filepath.SkipAll
+		if w.n++; w.n > MaxFiles {
+			w.over = true
+			return false
 		}
-		if d.IsDir() || d.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0 {
-			// Counted, not hashed: git takes no directory, only what is in
-			// it, and nothing but files and symlinks (a run's placeholders
-			// are empty directories and FIFOs).
-			return nil
+		w.path = append(append(w.path[:base], '/'), e.name...)
+		if base == 1 && w.path[0] == '/' {
+			w.path = append(w.path[:1], e.name...) // below "/": no doubled slash
 		}
-		info, err := d.Info()
-		if err != nil {
-			usable = false
-			return nil
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			usable = false
-			return nil
-		}
-		if info.Mode().IsRegular() {
-			if size += info.Size(); size > MaxBytes {
-				over = true
-				return filepath.SkipAll
+		switch e.typ {
+		case unix.DT_DIR:
+			sub, err := unix.Openat(fd, e.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				w.usable = false
+				continue
 			}
+			more := w.dir(sub)
+			unix.Close(sub)
+			if !more {
+				return false
+			}
+		case unix.DT_REG, unix.DT_LNK:
+			if !w.file(fd, e.name) {
+				return false
+			}
+		default:
+			// Counted, not hashed: git takes no directory, only what is
+			// in it, and nothing but files and symlinks (a run's
+			// placeholders are empty directories and FIFOs).
 		}
-		mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
-		limit := fine
-		if st.Mtim.Nsec == 0 || st.Ctim.Nsec == 0 {
-			limit = coarse
-		}
-		if mt > limit || ct > limit {
-			usable = false
-		}
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-		binary.LittleEndian.PutUint64(b[0:], uint64(info.Mode()))
-		binary.LittleEndian.PutUint64(b[8:], uint64(info.Size()))
-		binary.LittleEndian.PutUint64(b[16:], uint64(mt))
-		binary.LittleEndian.PutUint64(b[24:], uint64(ct))
-		binary.LittleEndian.PutUint64(b[32:], st.Ino)
-		binary.LittleEndian.PutUint64(b[40:], st.Dev)
-		h.Write(b[:])
-		return nil
-	})
-	if err != nil || over || !usable {
-		return "", n, size, over
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, size, over
+	w.path = w.path[:base]
+	return true
+}
+
+// file hashes one file or symlink of the directory fd (its path is
+// w.path); false once the bytes bound is passed.
+func (w *fpWalk) file(fd int, name string) bool {
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		w.usable = false
+		return true
+	}
+	mode := fileMode(st.Mode)
+	if mode.IsRegular() {
+		if w.size += st.Size; w.size > MaxBytes {
+			w.over = true
+			return false
+		}
+	}
+	mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
+	limit := w.fine
+	if st.Mtim.Nsec == 0 || st.Ctim.Nsec == 0 {
+		limit = w.coarse
+	}
+	if mt > limit || ct > limit {
+		w.usable = false
+	}
+	w.h.Write(w.path)
+	w.h.Write([]byte{0})
+	b := w.rec[:]
+	binary.LittleEndian.PutUint64(b[0:], uint64(mode))
+	binary.LittleEndian.PutUint64(b[8:], uint64(st.Size))
+	binary.LittleEndian.PutUint64(b[16:], uint64(mt))
+	binary.LittleEndian.PutUint64(b[24:], uint64(ct))
+	binary.LittleEndian.PutUint64(b[32:], st.Ino)
+	binary.LittleEndian.PutUint64(b[40:], st.Dev)
+	w.h.Write(b)
+	return true
+}
+
+// list reads the directory fd's entries ("." and ".." left out); ok is
+// false when a read failed (the entries read before are returned).
+func (w *fpWalk) list(fd int) (ents []fpEntry, ok bool) {
+	for {
+		k, err := unix.Getdents(fd, w.buf)
+		if err != nil {
+			return ents, false
+		}
+		if k <= 0 {
+			return ents, true
+		}
+		for off := 0; off < k; {
+			// struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name.
+			reclen := int(binary.NativeEndian.Uint16(w.buf[off+16:]))
+			if reclen == 0 || off+reclen > k {
+				return ents, false
+			}
+			typ := w.buf[off+18]
+			name := w.buf[off+19 : off+reclen]
+			if i := slices.Index(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			off += reclen
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			ents = append(ents, fpEntry{string(name), typ})
+		}
+	}
+}
+
+// dtOf is the dirent type of a stat mode.
+func dtOf(m uint32) byte {
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return unix.DT_DIR
+	case unix.S_IFREG:
+		return unix.DT_REG
+	case unix.S_IFLNK:
+		return unix.DT_LNK
+	case unix.S_IFIFO:
+		return unix.DT_FIFO
+	case unix.S_IFSOCK:
+		return unix.DT_SOCK
+	case unix.S_IFCHR:
+		return unix.DT_CHR
+	case unix.S_IFBLK:
+		return unix.DT_BLK
+	}
+	return unix.DT_UNKNOWN
+}
+
+// fileMode is os.FileMode of a stat mode, as package os makes it (the
+// hashed bytes are the ones WalkDir's Info gave).
+func fileMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFSOCK:
+		mode |= fs.ModeSocket
+	}
+	if m&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
 }
