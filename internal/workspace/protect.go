@@ -1,11 +1,12 @@
 package workspace
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path"
-	"slices"
 	"strconv"
 	"time"
 
@@ -88,16 +89,21 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 		out.Entries = append(out.Entries, e)
 		return true
 	}
+	skipSet := make(map[string]bool, len(skip))
+	for _, s := range skip {
+		skipSet[s] = true
+	}
+	// One listing buffer for the whole walk: a directory's names are bytes
+	// in it, made into strings only for what is kept (a protected path, a
+	// directory to walk) — most of a workspace is neither.
+	var l lister
+	var relBuf []byte
+	seenBuf := make([]bool, len(Protected))
 	for len(queue) > 0 && out.Truncated == "" {
 		it := queue[0]
 		queue = queue[1:]
-		f := os.NewFile(uintptr(it.fd), it.rel)
-		ents, err := f.ReadDir(-1)
-		names := map[string]os.FileMode{}
-		for _, e := range ents {
-			names[e.Name()] = e.Type()
-		}
-		entries += len(ents)
+		err := l.list(it.fd)
+		entries += len(l.ents)
 		if entries > MaxEntries {
 			out.Truncated = "more than " + strconv.Itoa(MaxEntries) + " directory entries"
 		} else if time.Since(start) > MaxWalk {
@@ -109,15 +115,17 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 			out.Truncated = "cannot read " + shown(it.rel) + ": " + err.Error()
 		}
 		if out.Truncated != "" {
-			f.Close()
+			unix.Close(it.fd)
 			continue
 		}
 		// A bare repository: HEAD, objects/ and refs/ side by side. Its
-		// hooks/ and config are protected; nothing below is walked.
-		if it.rel != "" && names["HEAD"].IsRegular() && names["objects"].IsDir() && names["refs"].IsDir() {
+		// hooks/ and config are protected; nothing below is walked. (An
+		// absent HEAD passes as a regular one: the test has always been
+		// the mode bits of a name the listing may not hold.)
+		if it.rel != "" && l.typeOf("HEAD").IsRegular() && l.typeOf("objects").IsDir() && l.typeOf("refs").IsDir() {
 			out.Bare = append(out.Bare, it.rel)
 			for _, n := range []string{"hooks", "config"} {
-				k := kindOf(names, n)
+				k := l.kindOf(n)
 				if k == KindAbsent && n == "config" {
 					continue
 				}
@@ -125,42 +133,213 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 					break
 				}
 			}
-			f.Close()
+			unix.Close(it.fd)
 			continue
 		}
-		for _, e := range ents {
-			n, rel := e.Name(), path.Join(it.rel, e.Name())
-			if slices.Contains(skip, rel) {
-				continue
+		seen := seenBuf[:len(Protected)] // which of Protected this directory holds
+		clear(seen)
+		for i := range l.ents {
+			e := &l.ents[i]
+			name := l.name(e)
+			pi, protected := protectedIndex[string(name)]
+			if protected {
+				seen[pi] = true // present, walked or not
 			}
-			if slices.Contains(Protected, n) && !g.Writable[n] {
-				if !add(Entry{Rel: rel, Kind: kindOf(names, n), Repo: n == ".git"}) {
-					break
+			if len(skipSet) > 0 {
+				relBuf = appendRel(relBuf[:0], it.rel, name)
+				if skipSet[string(relBuf)] {
+					continue
 				}
-				continue // protected whole: not walked
 			}
-			if e.IsDir() && it.depth < MaxDepth {
+			if protected {
+				if g.Writable[string(name)] {
+					// Granted writable: walked like any other name below.
+				} else {
+					n := string(name)
+					if !add(Entry{Rel: path.Join(it.rel, n), Kind: kindOfMode(e.mode), Repo: n == ".git"}) {
+						break
+					}
+					continue // protected whole: not walked
+				}
+			}
+			if e.mode.IsDir() && it.depth < MaxDepth {
+				n := string(name)
 				fd, err := unix.Openat(it.fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 				switch {
 				case err == nil:
-					queue = append(queue, item{fd, rel, it.depth + 1})
+					queue = append(queue, item{fd, path.Join(it.rel, n), it.depth + 1})
 				case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
 					// Gone or replaced since it was listed: not a directory to walk.
 				default:
-					out.Truncated = "cannot read " + shown(rel) + ": " + err.Error()
+					out.Truncated = "cannot read " + shown(path.Join(it.rel, n)) + ": " + err.Error()
 				}
 			}
 		}
 		if it.rel == "" {
-			for _, n := range Protected {
-				if _, ok := names[n]; !ok && !g.Writable[n] && !g.Creatable[n] {
+			for i, n := range Protected {
+				if !seen[i] && !g.Writable[n] && !g.Creatable[n] {
 					add(Entry{Rel: n, Kind: KindAbsent, Repo: n == ".git"})
 				}
 			}
 		}
-		f.Close()
+		unix.Close(it.fd)
 	}
 	return out
+}
+
+// protectedIndex is each Protected name's index.
+var protectedIndex = func() map[string]int {
+	m := make(map[string]int, len(Protected))
+	for i, n := range Protected {
+		m[n] = i
+	}
+	return m
+}()
+
+// appendRel appends path.Join(rel, name) for a name of one element.
+func appendRel(b []byte, rel string, name []byte) []byte {
+	if rel != "" {
+		b = append(append(b, rel...), '/')
+	}
+	return append(b, name...)
+}
+
+// lister lists directories with getdents into buffers it keeps: a walk
+// of thousands of directories allocates a few.
+type lister struct {
+	buf   []byte // getdents
+	names []byte // the current directory's names, back to back
+	ents  []dirent
+}
+
+type dirent struct {
+	off, end int         // the name in names
+	mode     os.FileMode // type bits only, as os.DirEntry.Type
+}
+
+func (l *lister) name(e *dirent) []byte { return l.names[e.off:e.end] }
+
+// list reads all of fd's entries ("." and ".." left out), in directory
+// order, as File.ReadDir does: an entry of unknown type is lstat'ed, one
+// gone since the listing is left out. On an error the entries read
+// before it stay.
+func (l *lister) list(fd int) error {
+	if l.buf == nil {
+		l.buf = make([]byte, 32<<10)
+	}
+	l.names, l.ents = l.names[:0], l.ents[:0]
+	for {
+		k, err := unix.Getdents(fd, l.buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return os.NewSyscallError("getdents64", err)
+		}
+		if k <= 0 {
+			return nil
+		}
+		for off := 0; off < k; {
+			// struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name.
+			reclen := int(binary.NativeEndian.Uint16(l.buf[off+16:]))
+			if reclen == 0 || off+reclen > k {
+				return errors.New("getdents64: malformed entry")
+			}
+			typ := l.buf[off+18]
+			name := l.buf[off+19 : off+reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			off += reclen
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			mode, ok := dtMode(typ)
+			if !ok {
+				var st unix.Stat_t
+				if err := unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					if err == unix.ENOENT {
+						continue // gone since it was listed
+					}
+					return &os.PathError{Op: "lstat", Path: string(name), Err: err}
+				}
+				mode, _ = dtMode(dtOfStat(st.Mode))
+			}
+			start := len(l.names)
+			l.names = append(l.names, name...)
+			l.ents = append(l.ents, dirent{start, len(l.names), mode})
+		}
+	}
+}
+
+// typeOf is the type of name in the listing (0 when absent).
+func (l *lister) typeOf(name string) os.FileMode {
+	for i := range l.ents {
+		if string(l.name(&l.ents[i])) == name {
+			return l.ents[i].mode
+		}
+	}
+	return 0
+}
+
+func (l *lister) kindOf(name string) Kind {
+	for i := range l.ents {
+		if string(l.name(&l.ents[i])) == name {
+			return kindOfMode(l.ents[i].mode)
+		}
+	}
+	return KindAbsent
+}
+
+func kindOfMode(t os.FileMode) Kind {
+	switch {
+	case t&os.ModeSymlink != 0:
+		return KindSymlink
+	case t.IsDir():
+		return KindDir
+	}
+	return KindFile
+}
+
+// dtMode is the os.FileMode type bits of a dirent type, as File.ReadDir
+// gives them; ok is false for DT_UNKNOWN.
+func dtMode(t byte) (os.FileMode, bool) {
+	switch t {
+	case unix.DT_BLK:
+		return os.ModeDevice, true
+	case unix.DT_CHR:
+		return os.ModeDevice | os.ModeCharDevice, true
+	case unix.DT_DIR:
+		return os.ModeDir, true
+	case unix.DT_FIFO:
+		return os.ModeNamedPipe, true
+	case unix.DT_LNK:
+		return os.ModeSymlink, true
+	case unix.DT_REG:
+		return 0, true
+	case unix.DT_SOCK:
+		return os.ModeSocket, true
+	}
+	return 0, false
+}
+
+// dtOfStat is the dirent type of a stat mode.
+func dtOfStat(m uint32) byte {
+	switch m & unix.S_IFMT {
+	case unix.S_IFBLK:
+		return unix.DT_BLK
+	case unix.S_IFCHR:
+		return unix.DT_CHR
+	case unix.S_IFDIR:
+		return unix.DT_DIR
+	case unix.S_IFIFO:
+		return unix.DT_FIFO
+	case unix.S_IFLNK:
+		return unix.DT_LNK
+	case unix.S_IFSOCK:
+		return unix.DT_SOCK
+	}
+	return unix.DT_REG
 }
 
 // shown names a walked path in a message.
@@ -169,19 +348,6 @@ func shown(rel string) string {
 		return "the top directory"
 	}
 	return rel
-}
-
-func kindOf(names map[string]os.FileMode, n string) Kind {
-	t, ok := names[n]
-	switch {
-	case !ok:
-		return KindAbsent
-	case t&os.ModeSymlink != 0:
-		return KindSymlink
-	case t.IsDir():
-		return KindDir
-	}
-	return KindFile
 }
 
 // Protection is what a writable directory's walk found and how it may be

@@ -1,0 +1,189 @@
+package workspace
+
+import (
+	"errors"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestWalkIsReference: the walk over getdents finds what the walk over
+// File.ReadDir found (walkReference, kept here as it was), entry for entry
+// and in the same order — nested and bare repositories, protected names of
+// every kind, symlinks, FIFOs, the depth bound, skipped paths, grants —
+// and on Go's own src.
+func TestWalkIsReference(t *testing.T) {
+	ws := t.TempDir()
+	for _, d := range []string{"r/.git/hooks", "bare/objects", "bare/refs", "nohead/objects", "nohead/refs", ".vscode/sub/.git",
+		"a/b/c/d/e/f/g/h/i/.git", "a/b/c/d/e/f/g/.git", "hide/.git", "x/.claude", "x/.idea", ".codex"} {
+		os.MkdirAll(filepath.Join(ws, d), 0o755)
+	}
+	for _, f := range []string{"r/.git/HEAD", "bare/HEAD", "bare/config", ".envrc", "x/.mcp.json", "x/.bashrc", "wt/.git", "a/b/plain"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755)
+		os.WriteFile(filepath.Join(ws, f), []byte("x"), 0o644)
+	}
+	os.MkdirAll(filepath.Join(ws, "linked"), 0o755)
+	os.Symlink("r/.git", filepath.Join(ws, "linked/.git"))
+	os.Symlink("/etc", filepath.Join(ws, ".zshrc"))
+	os.Symlink("a", filepath.Join(ws, "dirlink"))
+	syscall.Mkfifo(filepath.Join(ws, ".profile"), 0o600)
+	d, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, c := range []struct{ grants, skip string }{
+		{"", ""},
+		{"writable .vscode\nwritable .envrc\n", ""},
+		{"creatable .git\ncreatable .idea\n", "hide"},
+		{"", "x/.claude"},
+	} {
+		g, err := ParseGrants([]byte(c.grants))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var skip []string
+		if c.skip != "" {
+			skip = []string{c.skip}
+		}
+		got, want := Walk(d, g, skip), walkReference(d, g, skip)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("grants %q skip %q:\n walk      %+v\n reference %+v", c.grants, c.skip, got, want)
+		}
+		if len(want.Entries) < 10 {
+			t.Errorf("grants %q: the fixture's paths were not found: %+v", c.grants, want)
+		}
+	}
+	if src, err := os.Open(filepath.Join(runtime.GOROOT(), "src")); err == nil {
+		defer src.Close()
+		if got, want := Walk(src, Grants{}, nil), walkReference(src, Grants{}, nil); !reflect.DeepEqual(got, want) {
+			t.Errorf("Go's src: walk %+v, reference %+v", got, want)
+		}
+	}
+}
+
+// walkReference is Walk as it was over File.ReadDir.
+func walkReference(dir *os.File, g Grants, skip []string) Found {
+	var out Found
+	start := time.Now()
+	entries := 0
+	type item struct {
+		fd    int
+		rel   string
+		depth int
+	}
+	top, err := unix.Openat(int(dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		out.Truncated = "cannot read the top directory: " + err.Error()
+		return out
+	}
+	queue := []item{{top, "", 0}}
+	defer func() {
+		for _, it := range queue {
+			unix.Close(it.fd)
+		}
+	}()
+	add := func(e Entry) bool {
+		if len(out.Entries) >= MaxProtected {
+			out.Truncated = "more than " + strconv.Itoa(MaxProtected) + " protected paths"
+			return false
+		}
+		out.Entries = append(out.Entries, e)
+		return true
+	}
+	for len(queue) > 0 && out.Truncated == "" {
+		it := queue[0]
+		queue = queue[1:]
+		f := os.NewFile(uintptr(it.fd), it.rel)
+		ents, err := f.ReadDir(-1)
+		names := map[string]os.FileMode{}
+		for _, e := range ents {
+			names[e.Name()] = e.Type()
+		}
+		entries += len(ents)
+		if entries > MaxEntries {
+			out.Truncated = "more than " + strconv.Itoa(MaxEntries) + " directory entries"
+		} else if time.Since(start) > MaxWalk {
+			out.Truncated = "the walk took longer than " + MaxWalk.String()
+		}
+		if err != nil && out.Truncated == "" {
+			// An unreadable directory may hold a repository the sandbox's
+			// owner can make readable again inside: unknown, so cut short.
+			out.Truncated = "cannot read " + shown(it.rel) + ": " + err.Error()
+		}
+		if out.Truncated != "" {
+			f.Close()
+			continue
+		}
+		// A bare repository: HEAD, objects/ and refs/ side by side. Its
+		// hooks/ and config are protected; nothing below is walked.
+		if it.rel != "" && names["HEAD"].IsRegular() && names["objects"].IsDir() && names["refs"].IsDir() {
+			out.Bare = append(out.Bare, it.rel)
+			for _, n := range []string{"hooks", "config"} {
+				k := kindOf(names, n)
+				if k == KindAbsent && n == "config" {
+					continue
+				}
+				if !add(Entry{Rel: path.Join(it.rel, n), Kind: k, Repo: true}) {
+					break
+				}
+			}
+			f.Close()
+			continue
+		}
+		for _, e := range ents {
+			n, rel := e.Name(), path.Join(it.rel, e.Name())
+			if slices.Contains(skip, rel) {
+				continue
+			}
+			if slices.Contains(Protected, n) && !g.Writable[n] {
+				if !add(Entry{Rel: rel, Kind: kindOf(names, n), Repo: n == ".git"}) {
+					break
+				}
+				continue // protected whole: not walked
+			}
+			if e.IsDir() && it.depth < MaxDepth {
+				fd, err := unix.Openat(it.fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+				switch {
+				case err == nil:
+					queue = append(queue, item{fd, rel, it.depth + 1})
+				case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+					// Gone or replaced since it was listed: not a directory to walk.
+				default:
+					out.Truncated = "cannot read " + shown(rel) + ": " + err.Error()
+				}
+			}
+		}
+		if it.rel == "" {
+			for _, n := range Protected {
+				if _, ok := names[n]; !ok && !g.Writable[n] && !g.Creatable[n] {
+					add(Entry{Rel: n, Kind: KindAbsent, Repo: n == ".git"})
+				}
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+func kindOf(names map[string]os.FileMode, n string) Kind {
+	t, ok := names[n]
+	switch {
+	case !ok:
+		return KindAbsent
+	case t&os.ModeSymlink != 0:
+		return KindSymlink
+	case t.IsDir():
+		return KindDir
+	}
+	return KindFile
+}
