@@ -2,8 +2,9 @@ package workspace
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +18,7 @@ import (
 // walk as it was over File.ReadDir (walkReference). A tool call in a
 // workspace walks it several times (the view, the run's audit).
 func BenchmarkWalk(b *testing.B) {
-	src := filepath.Join(runtime.GOROOT(), "src")
-	d, err := os.Open(src)
+	d, err := os.Open(goSrc())
 	if err != nil {
 		b.Skip(err)
 	}
@@ -93,4 +93,14 @@ func listAll(b *testing.B, top int) int {
 		unix.Close(it.fd)
 	}
 	return dirs
+}
+
+// goSrc is the Go toolchain's src directory (a large, read-only tree
+// present wherever go test runs), or "" when go cannot say.
+func goSrc() string {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "src")
 }

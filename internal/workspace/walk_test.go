@@ -6,7 +6,6 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"strconv"
 	"syscall"
@@ -63,7 +62,7 @@ func TestWalkIsReference(t *testing.T) {
 			t.Errorf("grants %q: the fixture's paths were not found: %+v", c.grants, want)
 		}
 	}
-	if src, err := os.Open(filepath.Join(runtime.GOROOT(), "src")); err == nil {
+	if src, err := os.Open(goSrc()); err == nil {
 		defer src.Close()
 		if got, want := Walk(src, Grants{}, nil), walkReference(src, Grants{}, nil); !reflect.DeepEqual(got, want) {
 			t.Errorf("Go's src: walk %+v, reference %+v", got, want)
