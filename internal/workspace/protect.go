@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"time"
 
@@ -66,7 +67,6 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 	start := time.Now()
 	entries := 0
 	type item struct {
-		fd    int
 		rel   string
 		depth int
 	}
@@ -75,12 +75,7 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 		out.Truncated = "cannot read the top directory: " + err.Error()
 		return out
 	}
-	queue := []item{{top, "", 0}}
-	defer func() {
-		for _, it := range queue {
-			unix.Close(it.fd)
-		}
-	}()
+	defer unix.Close(top)
 	add := func(e Entry) bool {
 		if len(out.Entries) >= MaxProtected {
 			out.Truncated = "more than " + strconv.Itoa(MaxProtected) + " protected paths"
@@ -93,17 +88,29 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 	for _, s := range skip {
 		skipSet[s] = true
 	}
+	// The listings of the last complete walk of this directory: one whose
+	// directory still has the stamp it had is used again instead of
+	// being read (listings.go).
+	lc := walkListings.begin(top)
 	// One listing buffer for the whole walk: a directory's names are bytes
 	// in it, made into strings only for what is kept (a protected path, a
 	// directory to walk) — most of a workspace is neither.
 	var l lister
 	var relBuf []byte
 	seenBuf := make([]bool, len(Protected))
+	queue := []item{{"", 0}}
 	for len(queue) > 0 && out.Truncated == "" {
 		it := queue[0]
 		queue = queue[1:]
-		err := l.list(it.fd)
-		entries += len(l.ents)
+		cur, err := lc.listing(top, it.rel, &l)
+		if err != nil && cur == nil {
+			if it.rel != "" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
+				continue // gone or replaced since it was listed: not a directory to walk
+			}
+			out.Truncated = "cannot read " + shown(it.rel) + ": " + err.Error()
+			continue
+		}
+		entries += len(cur.ents)
 		if entries > MaxEntries {
 			out.Truncated = "more than " + strconv.Itoa(MaxEntries) + " directory entries"
 		} else if time.Since(start) > MaxWalk {
@@ -115,17 +122,16 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 			out.Truncated = "cannot read " + shown(it.rel) + ": " + err.Error()
 		}
 		if out.Truncated != "" {
-			unix.Close(it.fd)
 			continue
 		}
 		// A bare repository: HEAD, objects/ and refs/ side by side. Its
 		// hooks/ and config are protected; nothing below is walked. (An
 		// absent HEAD passes as a regular one: the test has always been
 		// the mode bits of a name the listing may not hold.)
-		if it.rel != "" && l.typeOf("HEAD").IsRegular() && l.typeOf("objects").IsDir() && l.typeOf("refs").IsDir() {
+		if it.rel != "" && cur.typeOf("HEAD").IsRegular() && cur.typeOf("objects").IsDir() && cur.typeOf("refs").IsDir() {
 			out.Bare = append(out.Bare, it.rel)
 			for _, n := range []string{"hooks", "config"} {
-				k := l.kindOf(n)
+				k := cur.kindOf(n)
 				if k == KindAbsent && n == "config" {
 					continue
 				}
@@ -133,14 +139,13 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 					break
 				}
 			}
-			unix.Close(it.fd)
 			continue
 		}
 		seen := seenBuf[:len(Protected)] // which of Protected this directory holds
 		clear(seen)
-		for i := range l.ents {
-			e := &l.ents[i]
-			name := l.name(e)
+		for i := range cur.ents {
+			e := &cur.ents[i]
+			name := cur.name(e)
 			pi, protected := protectedIndex[string(name)]
 			if protected {
 				seen[pi] = true // present, walked or not
@@ -163,16 +168,7 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 				}
 			}
 			if e.mode.IsDir() && it.depth < MaxDepth {
-				n := string(name)
-				fd, err := unix.Openat(it.fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-				switch {
-				case err == nil:
-					queue = append(queue, item{fd, path.Join(it.rel, n), it.depth + 1})
-				case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
-					// Gone or replaced since it was listed: not a directory to walk.
-				default:
-					out.Truncated = "cannot read " + shown(path.Join(it.rel, n)) + ": " + err.Error()
-				}
+				queue = append(queue, item{path.Join(it.rel, string(name)), it.depth + 1})
 			}
 		}
 		if it.rel == "" {
@@ -182,8 +178,8 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 				}
 			}
 		}
-		unix.Close(it.fd)
 	}
+	lc.end(out.Truncated == "")
 	return out
 }
 
@@ -207,8 +203,13 @@ func appendRel(b []byte, rel string, name []byte) []byte {
 // lister lists directories with getdents into buffers it keeps: a walk
 // of thousands of directories allocates a few.
 type lister struct {
-	buf   []byte // getdents
-	names []byte // the current directory's names, back to back
+	buf []byte // getdents
+	listing
+}
+
+// listing is one directory's entries: names and types.
+type listing struct {
+	names []byte // back to back
 	ents  []dirent
 }
 
@@ -217,7 +218,12 @@ type dirent struct {
 	mode     os.FileMode // type bits only, as os.DirEntry.Type
 }
 
-func (l *lister) name(e *dirent) []byte { return l.names[e.off:e.end] }
+func (l *listing) name(e *dirent) []byte { return l.names[e.off:e.end] }
+
+// clone is a copy of l that owns its memory.
+func (l *listing) clone() listing {
+	return listing{names: slices.Clone(l.names), ents: slices.Clone(l.ents)}
+}
 
 // list reads all of fd's entries ("." and ".." left out), in directory
 // order, as File.ReadDir does: an entry of unknown type is lstat'ed, one
@@ -273,7 +279,7 @@ func (l *lister) list(fd int) error {
 }
 
 // typeOf is the type of name in the listing (0 when absent).
-func (l *lister) typeOf(name string) os.FileMode {
+func (l *listing) typeOf(name string) os.FileMode {
 	for i := range l.ents {
 		if string(l.name(&l.ents[i])) == name {
 			return l.ents[i].mode
@@ -282,7 +288,7 @@ func (l *lister) typeOf(name string) os.FileMode {
 	return 0
 }
 
-func (l *lister) kindOf(name string) Kind {
+func (l *listing) kindOf(name string) Kind {
 	for i := range l.ents {
 		if string(l.name(&l.ents[i])) == name {
 			return kindOfMode(l.ents[i].mode)

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -185,4 +186,104 @@ func kindOf(names map[string]os.FileMode, n string) Kind {
 		return KindDir
 	}
 	return KindFile
+}
+
+// TestWalkListingsFollowChanges: a walk reuses the listings of the last
+// walk only for directories whose stamp is unchanged, and finds what a
+// fresh walk finds after every kind of change — made moments before the
+// walk (within the racy window) or long enough before.
+func TestWalkListingsFollowChanges(t *testing.T) {
+	ws := t.TempDir()
+	mk := func(dirs ...string) {
+		for _, d := range dirs {
+			if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range 40 {
+		mk("src/p" + strconv.Itoa(i) + "/q/r")
+	}
+	mk("r/.git/hooks", "x/y/z")
+	os.WriteFile(filepath.Join(ws, "r/.git/HEAD"), []byte("ref: x\n"), 0o644)
+	d, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	check := func(step string) {
+		t.Helper()
+		got, want := Walk(d, Grants{}, nil), walkReference(d, Grants{}, nil)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n walk      %+v\n reference %+v", step, got, want)
+		}
+	}
+	settle := func() { time.Sleep(listingRacy + 50*time.Millisecond) }
+	settle()
+	check("first walk")
+	n0 := listingsRead.Load()
+	check("again, nothing changed")
+	if n := listingsRead.Load() - n0; n != 0 {
+		t.Errorf("a walk of an unchanged, settled tree read %d directories", n)
+	}
+	steps := []struct {
+		name   string
+		change func()
+	}{
+		{"a repository made deep down", func() {
+			mk("src/p7/q/r/.git")
+			os.WriteFile(filepath.Join(ws, "src/p7/q/r/.git/HEAD"), []byte("ref: x\n"), 0o644)
+		}},
+		{"a bare repository made", func() { mk("x/y/z/b.git/objects", "x/y/z/b.git/refs") }},
+		{"a directory holding a repository renamed", func() { os.Rename(filepath.Join(ws, "src/p7"), filepath.Join(ws, "src/p7b")) }},
+		{"a file replaced by a directory with a repository", func() {
+			os.WriteFile(filepath.Join(ws, "src/p3/f"), []byte("x"), 0o644)
+			settle()
+			check("the file")
+			os.Remove(filepath.Join(ws, "src/p3/f"))
+			mk("src/p3/f/.git")
+		}},
+		{"a directory swapped for a symlink to a repository", func() {
+			os.RemoveAll(filepath.Join(ws, "src/p9"))
+			os.Symlink("../r", filepath.Join(ws, "src/p9"))
+		}},
+		{"a repository removed", func() { os.RemoveAll(filepath.Join(ws, "src/p7b/q/r/.git")) }},
+		{"a protected name made at the top", func() { os.WriteFile(filepath.Join(ws, ".envrc"), nil, 0o644) }},
+	}
+	for _, s := range steps {
+		s.change()
+		check(s.name + " (walked at once)")
+		settle()
+		n0 := listingsRead.Load()
+		check(s.name + " (walked later)")
+		if n := listingsRead.Load() - n0; n > 6 {
+			t.Errorf("%s: the walk after read %d directories, not only the changed ones", s.name, n)
+		}
+	}
+}
+
+// TestWalkListingsConcurrent: walks of one directory at once (runs
+// starting together) share the cache safely and agree.
+func TestWalkListingsConcurrent(t *testing.T) {
+	ws := t.TempDir()
+	for i := range 20 {
+		os.MkdirAll(filepath.Join(ws, "d"+strconv.Itoa(i), ".git"), 0o755)
+	}
+	d, _ := os.Open(ws)
+	defer d.Close()
+	want := walkReference(d, Grants{}, nil)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if got := Walk(d, Grants{}, nil); !reflect.DeepEqual(got, want) {
+					t.Errorf("a concurrent walk found %+v", got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
