@@ -458,3 +458,56 @@ func BenchmarkCLIStart(b *testing.B) {
 	b.ReportMetric(float64(ctxdReady.Microseconds())/n/1000, "ctxd-daemon-ms")
 	b.ReportMetric(float64(ctxReady)/float64(ctxdReady), "ctx/ctxd")
 }
+
+// BenchmarkToolCallBigWorkspace measures, interleaved in one run, the
+// same tool call (the tsh op over the socket) in an empty workspace and
+// in a git repository of Go's own src (~11.5k files, ~1.3k directories,
+// copied): what a workspace's size costs a call — its protected-path
+// walks (the run's start and end, the view) and the review's fingerprint.
+func BenchmarkToolCallBigWorkspace(b *testing.B) {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Skip("go env GOROOT:", err)
+	}
+	src := filepath.Join(strings.TrimSpace(string(out)), "src")
+	w := newWorld(b)
+	w.start()
+	w.tool("clock", "#!/bin/sh\necho tick\n")
+	w.mustCtx("agent", "create", "tb", "--exec", binDir+"/testagent")
+	small, big := w.workspace(), w.workspace()
+	if out, err := exec.Command("cp", "-a", src+"/.", big).CombinedOutput(); err != nil {
+		b.Fatalf("copy %s: %v %s", src, err, out)
+	}
+	for _, a := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-qm", "src"}} {
+		c := exec.Command("git", a...)
+		c.Dir = big
+		if out, err := c.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v %s", a, err, out)
+		}
+	}
+	c := w.dial("tb")
+	w.etcReady(b)
+	call := func(id, ws string) time.Duration {
+		t0 := time.Now()
+		c.send(map[string]any{"op": "tsh", "id": id, "session": "bench", "workspace": ws, "args": []string{"call", "clock"}})
+		got := c.until("done", time.Minute)
+		if got[len(got)-1].Status != "ok" {
+			b.Fatal(types(got))
+		}
+		return time.Since(t0)
+	}
+	// One call in each first: the session, the review's first snapshot of
+	// the repository, the walks' first reads.
+	call("warm-small", small)
+	call("warm-big", big)
+	var ts, tb time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ts += call("s"+strconv.Itoa(i), small)
+		tb += call("b"+strconv.Itoa(i), big)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(ts.Microseconds())/n/1000, "empty-ms")
+	b.ReportMetric(float64(tb.Microseconds())/n/1000, "repo-ms")
+	b.ReportMetric(float64(tb)/float64(ts), "repo/empty")
+}
