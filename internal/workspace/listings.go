@@ -28,8 +28,9 @@ import (
 // than listingRacy (listingCoarseRacy for a filesystem without
 // nanoseconds) when it was read. Only filesystems that keep directory
 // times locally are trusted (not NFS, FUSE or overlayfs, whose times
-// another host or layer may change late); elsewhere every directory is
-// read at every walk. Nothing is kept from a walk that was cut short.
+// another host or layer may change late), and only directories on the
+// top's own filesystem (not a mount below it); elsewhere every directory
+// is read at every walk. Nothing is kept from a walk that was cut short.
 const (
 	listingRacy       = 100 * time.Millisecond
 	listingCoarseRacy = 2 * time.Second
@@ -151,7 +152,9 @@ func (w *listingWalk) listing(top int, rel string, l *lister) (*listing, error) 
 	if err := l.list(fd); err != nil {
 		return &l.listing, err
 	}
-	if w.cacheable && stampErr == nil && settled(&st, t) && w.entries+len(l.ents) <= maxListingEntries {
+	// Only directories on the top's own filesystem: a mount below it (an
+	// NFS or FUSE one) is judged by its own kind, so it is read every time.
+	if w.cacheable && stampErr == nil && st.Dev == w.id.Dev && settled(&st, t) && w.entries+len(l.ents) <= maxListingEntries {
 		w.next[rel] = &dirNode{dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim, listing: l.listing.clone()}
 		w.entries += len(l.ents)
 	}
