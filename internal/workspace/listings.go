@@ -1,9 +1,11 @@
 package workspace
 
 import (
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -30,15 +32,16 @@ import (
 // times locally are trusted (not NFS, FUSE or overlayfs, whose times
 // another host or layer may change late), and only directories on the
 // top's own filesystem (not a mount below it); elsewhere every directory
-// is read at every walk. Nothing is kept from a walk that was cut short.
+// is read at every walk. Nothing is kept from a walk that was cut short
+// or that was not a snapshot (Walk), nor across a wall clock set back.
 const (
 	listingRacy       = 100 * time.Millisecond
 	listingCoarseRacy = 2 * time.Second
-	// maxListingTops and maxListingEntries bound what is kept: the
-	// listings of at most 8 top directories, none of more than 100,000
-	// entries (a few MiB each; a bigger tree is read at every walk).
-	maxListingTops    = 8
-	maxListingEntries = 100_000
+	// maxListingTops and maxListingBytes bound what is kept: the
+	// listings of at most 8 top directories, none of more than 8 MiB (a
+	// tree of ~150k entries; a bigger one is read at every walk).
+	maxListingTops  = 8
+	maxListingBytes = 8 << 20
 )
 
 // trustedFS are the filesystems (statfs f_type) whose directory times
@@ -56,6 +59,11 @@ type dirNode struct {
 	dev, ino     uint64
 	mtime, ctime unix.Timespec
 	listing
+}
+
+// size is what n holds in memory, roughly.
+func (n *dirNode) size() int {
+	return len(n.names) + len(n.ents)*int(unsafe.Sizeof(dirent{})) + int(unsafe.Sizeof(*n)) + 64
 }
 
 func (n *dirNode) same(st *unix.Stat_t) bool {
@@ -77,10 +85,16 @@ func settled(st *unix.Stat_t, t time.Time) bool {
 // new one: stored maps are never changed.
 type listingCache struct {
 	mu   sync.Mutex
-	tops map[safefs.Identity]map[string]*dirNode
+	tops map[safefs.Identity]*kept
 }
 
-var walkListings = &listingCache{tops: map[safefs.Identity]map[string]*dirNode{}}
+// kept are one top directory's listings and when they were stored.
+type kept struct {
+	nodes map[string]*dirNode
+	at    time.Time // with its monotonic reading
+}
+
+var walkListings = &listingCache{tops: map[safefs.Identity]*kept{}}
 
 // listingsRead counts the directories walks read (not taken from the
 // cache); tests read it.
@@ -93,7 +107,18 @@ type listingWalk struct {
 	cacheable bool
 	prev      map[string]*dirNode // the last walk's, or nil
 	next      map[string]*dirNode // this walk's
-	entries   int                 // in next
+	bytes     int                 // in next
+	// stamps: every directory this walk listed, with the stamp it was
+	// listed under; raced: a directory listed by its parent was gone or
+	// replaced at its turn. Both say whether the walk was a snapshot.
+	stamps []stamp
+	raced  bool
+}
+
+type stamp struct {
+	rel          string
+	dev, ino     uint64
+	mtime, ctime unix.Timespec
 }
 
 // begin starts a walk of the directory top.
@@ -107,7 +132,15 @@ func (c *listingCache) begin(top int) *listingWalk {
 	w.id, w.cacheable = safefs.Identity{Dev: st.Dev, Ino: st.Ino}, true
 	w.next = map[string]*dirNode{}
 	c.mu.Lock()
-	w.prev = c.tops[w.id]
+	if k := c.tops[w.id]; k != nil {
+		// A wall clock set back since (an NTP step, a restored VM) could
+		// stamp a change with times a kept listing already has.
+		if time.Now().Round(0).Sub(k.at.Round(0)) < time.Since(k.at)-time.Second {
+			delete(c.tops, w.id)
+		} else {
+			w.prev = k.nodes
+		}
+	}
 	c.mu.Unlock()
 	return w
 }
@@ -117,30 +150,27 @@ func (c *listingCache) begin(top int) *listingWalk {
 // read into l (valid until l's next read). An error with a nil listing
 // means the directory could not be opened; with a listing, that the read
 // stopped partway (what was read is returned).
-func (w *listingWalk) listing(top int, rel string, l *lister) (*listing, error) {
+func (w *listingWalk) listing(top *os.File, rel string, l *lister) (*listing, error) {
 	if w.prev != nil {
 		t := time.Now()
 		var st unix.Stat_t
 		var err error
 		if rel == "" {
-			err = unix.Fstat(top, &st)
+			err = unix.Fstat(int(top.Fd()), &st)
 		} else {
-			err = unix.Fstatat(top, rel, &st, unix.AT_SYMLINK_NOFOLLOW)
+			err = unix.Fstatat(int(top.Fd()), rel, &st, unix.AT_SYMLINK_NOFOLLOW)
 		}
 		if n := w.prev[rel]; err == nil && n != nil && n.same(&st) && settled(&st, t) {
 			w.next[rel] = n
-			w.entries += len(n.ents)
+			w.bytes += n.size()
+			w.stamps = append(w.stamps, stamp{rel, st.Dev, st.Ino, st.Mtim, st.Ctim})
 			return &n.listing, nil
 		}
 	}
-	fd := top
+	fd := int(top.Fd())
 	if rel != "" {
 		var err error
-		fd, err = unix.Openat2(top, rel, &unix.OpenHow{
-			Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		if err != nil {
+		if fd, err = openBeneath(top, rel); err != nil {
 			return nil, err
 		}
 		defer unix.Close(fd)
@@ -148,28 +178,61 @@ func (w *listingWalk) listing(top int, rel string, l *lister) (*listing, error) 
 	listingsRead.Add(1)
 	t := time.Now()
 	var st unix.Stat_t
-	stampErr := unix.Fstat(fd, &st) // before the read: a change during it shows later
+	if err := unix.Fstat(fd, &st); err != nil { // before the read: a change during it shows later
+		return nil, err
+	}
+	w.stamps = append(w.stamps, stamp{rel, st.Dev, st.Ino, st.Mtim, st.Ctim})
 	if err := l.list(fd); err != nil {
 		return &l.listing, err
 	}
 	// Only directories on the top's own filesystem: a mount below it (an
-	// NFS or FUSE one) is judged by its own kind, so it is read every time.
-	if w.cacheable && stampErr == nil && st.Dev == w.id.Dev && settled(&st, t) && w.entries+len(l.ents) <= maxListingEntries {
-		w.next[rel] = &dirNode{dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim, listing: l.listing.clone()}
-		w.entries += len(l.ents)
+	// NFS or FUSE one) is judged by its own kind, so it is read every
+	// time. This is also what keeps a stamp from another filesystem that
+	// reuses device numbers (a btrfs snapshot copies inode numbers and
+	// times, and a deleted subvolume's device number is given to the next
+	// snapshot) from ever matching a kept one.
+	if w.cacheable && st.Dev == w.id.Dev && settled(&st, t) {
+		n := &dirNode{dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim, listing: l.listing.clone()}
+		if w.bytes+n.size() <= maxListingBytes {
+			w.next[rel] = n
+			w.bytes += n.size()
+		}
 	}
 	return &l.listing, nil
 }
 
+// unchanged reports whether the walk was a snapshot: no listed
+// directory was gone at its turn and every one still has the stamp it
+// was listed under.
+func (w *listingWalk) unchanged(top int) bool {
+	if w.raced {
+		return false
+	}
+	for _, s := range w.stamps {
+		var st unix.Stat_t
+		var err error
+		if s.rel == "" {
+			err = unix.Fstat(top, &st)
+		} else {
+			err = unix.Fstatat(top, s.rel, &st, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err != nil || st.Dev != s.dev || st.Ino != s.ino || st.Mtim != s.mtime || st.Ctim != s.ctime {
+			return false
+		}
+	}
+	return true
+}
+
 // end stores this walk's listings for the next walk of the same top
-// directory when the walk was complete; a walk cut short forgets them.
-func (w *listingWalk) end(complete bool) {
+// directory when the walk was complete and a snapshot; otherwise the
+// kept ones are forgotten.
+func (w *listingWalk) end(keep bool) {
 	if !w.cacheable {
 		return
 	}
 	w.c.mu.Lock()
 	defer w.c.mu.Unlock()
-	if !complete {
+	if !keep {
 		delete(w.c.tops, w.id)
 		return
 	}
@@ -179,5 +242,36 @@ func (w *listingWalk) end(complete bool) {
 			break
 		}
 	}
-	w.c.tops[w.id] = w.next
+	w.c.tops[w.id] = &kept{nodes: w.next, at: time.Now()}
+}
+
+// noOpenat2 is set once openat2 answered ENOSYS: the walk then opens
+// through safefs, one component at a time.
+var noOpenat2 atomic.Bool
+
+// openBeneath opens the directory rel below top with no symlink in any
+// component (ELOOP, or safefs.ErrSymlink from the fallback).
+func openBeneath(top *os.File, rel string) (int, error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK
+	for !noOpenat2.Load() {
+		fd, err := unix.Openat2(int(top.Fd()), rel, &unix.OpenHow{Flags: flags,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+		switch err {
+		case nil:
+			return fd, nil
+		case unix.EINTR, unix.EAGAIN: // EAGAIN: a rename raced the lookup
+			continue
+		case unix.ENOSYS:
+			noOpenat2.Store(true)
+		default:
+			return -1, err
+		}
+	}
+	f, err := safefs.OpenBeneath(top, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	return fd, err
 }

@@ -63,6 +63,31 @@ type Found struct {
 // unless granted writable or creatable. skip are relative paths not walked
 // (the runtime's hidden trees).
 func Walk(dir *os.File, g Grants, skip []string) Found {
+	// A walk reads one directory after another; something moving a
+	// directory meanwhile (another sandbox of the workspace, in a loop)
+	// could hide a repository from it. So a walk checks at its end that
+	// every directory it listed still has the stamp it was listed under
+	// and that no listed directory vanished before its turn, and walks
+	// again if not; a directory that keeps changing is cut short (bound
+	// read-only), never taken as it was half seen.
+	for range maxWalkTries - 1 {
+		if out, consistent := walkOnce(dir, g, skip); consistent || out.Truncated != "" {
+			return out
+		}
+	}
+	out, consistent := walkOnce(dir, g, skip)
+	if !consistent && out.Truncated == "" {
+		out.Truncated = "it changed during each of " + strconv.Itoa(maxWalkTries) + " walks"
+	}
+	return out
+}
+
+// maxWalkTries bounds the walks of a directory that changes meanwhile.
+const maxWalkTries = 3
+
+// walkOnce is one walk; consistent reports that no directory it listed
+// changed or vanished before the walk's end.
+func walkOnce(dir *os.File, g Grants, skip []string) (_ Found, consistent bool) {
 	var out Found
 	start := time.Now()
 	entries := 0
@@ -73,9 +98,10 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 	top, err := unix.Openat(int(dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		out.Truncated = "cannot read the top directory: " + err.Error()
-		return out
+		return out, false
 	}
-	defer unix.Close(top)
+	topFile := os.NewFile(uintptr(top), dir.Name())
+	defer topFile.Close()
 	add := func(e Entry) bool {
 		if len(out.Entries) >= MaxProtected {
 			out.Truncated = "more than " + strconv.Itoa(MaxProtected) + " protected paths"
@@ -102,10 +128,13 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 	for len(queue) > 0 && out.Truncated == "" {
 		it := queue[0]
 		queue = queue[1:]
-		cur, err := lc.listing(top, it.rel, &l)
+		cur, err := lc.listing(topFile, it.rel, &l)
 		if err != nil && cur == nil {
-			if it.rel != "" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
-				continue // gone or replaced since it was listed: not a directory to walk
+			if it.rel != "" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, safefs.ErrSymlink) || errors.Is(err, unix.ENOTDIR)) {
+				// Gone or replaced since its parent was listed: not a
+				// directory to walk, but the walk is not a snapshot.
+				lc.raced = true
+				continue
 			}
 			out.Truncated = "cannot read " + shown(it.rel) + ": " + err.Error()
 			continue
@@ -179,8 +208,9 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 			}
 		}
 	}
-	lc.end(out.Truncated == "")
-	return out
+	consistent = out.Truncated == "" && lc.unchanged(top)
+	lc.end(consistent)
+	return out, consistent
 }
 
 // protectedIndex is each Protected name's index.

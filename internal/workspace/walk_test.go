@@ -8,7 +8,9 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -286,4 +288,55 @@ func TestWalkListingsConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestWalkIsASnapshot: while something moves a directory that holds a
+// repository away and back in a loop (another sandbox of the workspace),
+// no complete walk misses the repository: a walk that saw the tree change
+// walks again, and one that keeps seeing it change is cut short (bound
+// read-only). The walk over File.ReadDir missed it in a quarter of its
+// walks.
+func TestWalkIsASnapshot(t *testing.T) {
+	ws := t.TempDir()
+	for i := range 300 {
+		os.MkdirAll(filepath.Join(ws, "a", "b"+strconv.Itoa(i), "c"), 0o755)
+		os.MkdirAll(filepath.Join(ws, "z", "y"+strconv.Itoa(i)), 0o755)
+	}
+	os.MkdirAll(filepath.Join(ws, "a/b150/c/.git"), 0o755)
+	d, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			os.Rename(filepath.Join(ws, "a"), filepath.Join(ws, "a2"))
+			os.Rename(filepath.Join(ws, "a2"), filepath.Join(ws, "a"))
+		}
+	}()
+	complete, cut := 0, 0
+	for range 200 {
+		f := Walk(d, Grants{}, nil)
+		if f.Truncated != "" {
+			cut++
+			continue
+		}
+		complete++
+		found := false
+		for _, e := range f.Entries {
+			if strings.HasSuffix(e.Rel, "/b150/c/.git") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("a complete walk missed the repository: %+v", f.Entries)
+			break
+		}
+	}
+	stop.Store(true)
+	<-done
+	t.Logf("%d complete walks, %d cut short", complete, cut)
 }
