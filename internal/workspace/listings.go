@@ -119,6 +119,8 @@ type stamp struct {
 	rel          string
 	dev, ino     uint64
 	mtime, ctime unix.Timespec
+	depth        int
+	proj         string // what the walk took from the listing (project)
 }
 
 // begin starts a walk of the directory top.
@@ -163,7 +165,7 @@ func (w *listingWalk) listing(top *os.File, rel string, l *lister) (*listing, er
 		if n := w.prev[rel]; err == nil && n != nil && n.same(&st) && settled(&st, t) {
 			w.next[rel] = n
 			w.bytes += n.size()
-			w.stamps = append(w.stamps, stamp{rel, st.Dev, st.Ino, st.Mtim, st.Ctim})
+			w.stamps = append(w.stamps, stamp{rel: rel, dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim})
 			return &n.listing, nil
 		}
 	}
@@ -181,7 +183,7 @@ func (w *listingWalk) listing(top *os.File, rel string, l *lister) (*listing, er
 	if err := unix.Fstat(fd, &st); err != nil { // before the read: a change during it shows later
 		return nil, err
 	}
-	w.stamps = append(w.stamps, stamp{rel, st.Dev, st.Ino, st.Mtim, st.Ctim})
+	w.stamps = append(w.stamps, stamp{rel: rel, dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim})
 	if err := l.list(fd); err != nil {
 		return &l.listing, err
 	}
@@ -201,22 +203,49 @@ func (w *listingWalk) listing(top *os.File, rel string, l *lister) (*listing, er
 	return &l.listing, nil
 }
 
+// noteProjection records what the walk took from the listing it was
+// just given (the last one listing returned).
+func (w *listingWalk) noteProjection(depth int, proj string) {
+	if n := len(w.stamps); n > 0 {
+		w.stamps[n-1].depth, w.stamps[n-1].proj = depth, proj
+	}
+}
+
 // unchanged reports whether the walk was a snapshot: no listed
-// directory was gone at its turn and every one still has the stamp it
-// was listed under.
-func (w *listingWalk) unchanged(top int) bool {
+// directory was gone at its turn, and every one either still has the
+// stamp it was listed under or, read again, gives the walk what it took
+// from it (project) — files made or removed meanwhile, and other runs'
+// placeholders at the top, change a stamp but nothing the walk found.
+func (w *listingWalk) unchanged(top *os.File, g Grants, skipSet map[string]bool) bool {
 	if w.raced {
 		return false
 	}
+	var l lister
 	for _, s := range w.stamps {
 		var st unix.Stat_t
 		var err error
 		if s.rel == "" {
-			err = unix.Fstat(top, &st)
+			err = unix.Fstat(int(top.Fd()), &st)
 		} else {
-			err = unix.Fstatat(top, s.rel, &st, unix.AT_SYMLINK_NOFOLLOW)
+			err = unix.Fstatat(int(top.Fd()), s.rel, &st, unix.AT_SYMLINK_NOFOLLOW)
 		}
-		if err != nil || st.Dev != s.dev || st.Ino != s.ino || st.Mtim != s.mtime || st.Ctim != s.ctime {
+		if err == nil && st.Dev == s.dev && st.Ino == s.ino && st.Mtim == s.mtime && st.Ctim == s.ctime {
+			continue
+		}
+		if err != nil || st.Dev != s.dev || st.Ino != s.ino {
+			return false // gone or another directory now
+		}
+		rel := s.rel
+		if rel == "" {
+			rel = "."
+		}
+		fd, err := openBeneath(top, rel)
+		if err != nil {
+			return false
+		}
+		err = l.list(fd)
+		unix.Close(fd)
+		if err != nil || project(&l.listing, s.rel, s.depth, g, skipSet) != s.proj {
 			return false
 		}
 	}

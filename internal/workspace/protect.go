@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -66,10 +67,11 @@ func Walk(dir *os.File, g Grants, skip []string) Found {
 	// A walk reads one directory after another; something moving a
 	// directory meanwhile (another sandbox of the workspace, in a loop)
 	// could hide a repository from it. So a walk checks at its end that
-	// every directory it listed still has the stamp it was listed under
-	// and that no listed directory vanished before its turn, and walks
-	// again if not; a directory that keeps changing is cut short (bound
-	// read-only), never taken as it was half seen.
+	// no listed directory vanished before its turn and that every one it
+	// listed still gives what the walk took from it (its stamp unchanged,
+	// or read again: project), and walks again if not; a directory that
+	// keeps changing so is cut short (bound read-only), never taken as it
+	// was half seen.
 	for range maxWalkTries - 1 {
 		if out, consistent := walkOnce(dir, g, skip); consistent || out.Truncated != "" {
 			return out
@@ -168,6 +170,7 @@ func walkOnce(dir *os.File, g Grants, skip []string) (_ Found, consistent bool) 
 					break
 				}
 			}
+			lc.noteProjection(it.depth, project(cur, it.rel, it.depth, g, skipSet))
 			continue
 		}
 		seen := seenBuf[:len(Protected)] // which of Protected this directory holds
@@ -207,10 +210,50 @@ func walkOnce(dir *os.File, g Grants, skip []string) (_ Found, consistent bool) 
 				}
 			}
 		}
+		lc.noteProjection(it.depth, project(cur, it.rel, it.depth, g, skipSet))
 	}
-	consistent = out.Truncated == "" && lc.unchanged(top)
+	consistent = out.Truncated == "" && lc.unchanged(topFile, g, skipSet)
 	lc.end(consistent)
 	return out, consistent
+}
+
+// project is what a walk takes from one directory's listing, in a form
+// two listings can be compared by: the subdirectories it walks into, the
+// protected names it finds and their kinds, and for a bare repository
+// the names that make it one. At the top, protected names are left out:
+// an absent one gets a placeholder and a present one is bound read-only,
+// so either way it is protected, and other runs' placeholders come and go
+// there. Inside a bare repository, hooks/ and config likewise.
+func project(cur *listing, rel string, depth int, g Grants, skipSet map[string]bool) string {
+	var items []string
+	if rel != "" && cur.typeOf("HEAD").IsRegular() && cur.typeOf("objects").IsDir() && cur.typeOf("refs").IsDir() {
+		for _, n := range []string{"HEAD", "objects", "refs"} {
+			items = append(items, "b"+n+strconv.Itoa(int(kindOfMode(cur.typeOf(n)))))
+		}
+		return strings.Join(items, "\x00")
+	}
+	var relBuf []byte
+	for i := range cur.ents {
+		e := &cur.ents[i]
+		name := cur.name(e)
+		if len(skipSet) > 0 {
+			relBuf = appendRel(relBuf[:0], rel, name)
+			if skipSet[string(relBuf)] {
+				continue
+			}
+		}
+		if _, protected := protectedIndex[string(name)]; protected && !g.Writable[string(name)] {
+			if rel != "" {
+				items = append(items, "p"+string(name)+"\x00"+strconv.Itoa(int(kindOfMode(e.mode))))
+			}
+			continue
+		}
+		if e.mode.IsDir() && depth < MaxDepth {
+			items = append(items, "d"+string(name))
+		}
+	}
+	slices.Sort(items)
+	return strings.Join(items, "\x00")
 }
 
 // protectedIndex is each Protected name's index.

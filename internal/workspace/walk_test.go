@@ -340,3 +340,48 @@ func TestWalkIsASnapshot(t *testing.T) {
 	<-done
 	t.Logf("%d complete walks, %d cut short", complete, cut)
 }
+
+// TestWalkToleratesChurn: files made and removed all the time (a build
+// writing its output) and protected names coming and going at the top
+// (other runs' placeholders) change directories' stamps but nothing a
+// walk finds: walks complete, and find the repository.
+func TestWalkToleratesChurn(t *testing.T) {
+	ws := t.TempDir()
+	for i := range 100 {
+		os.MkdirAll(filepath.Join(ws, "src", "p"+strconv.Itoa(i)), 0o755)
+	}
+	os.MkdirAll(filepath.Join(ws, "src/p50/.git"), 0o755)
+	d, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; !stop.Load(); i++ {
+			f := filepath.Join(ws, "src/p"+strconv.Itoa(i%100), "out.tmp")
+			os.WriteFile(f, nil, 0o644)
+			os.Remove(f)
+			syscall.Mkfifo(filepath.Join(ws, ".envrc"), 0)
+			os.Remove(filepath.Join(ws, ".envrc"))
+		}
+	}()
+	complete := 0
+	for range 100 {
+		f := Walk(d, Grants{}, nil)
+		if f.Truncated != "" {
+			continue
+		}
+		complete++
+		if !slices.ContainsFunc(f.Entries, func(e Entry) bool { return e.Rel == "src/p50/.git" }) {
+			t.Fatalf("a complete walk missed the repository: %+v", f.Entries)
+		}
+	}
+	stop.Store(true)
+	<-done
+	if complete < 95 {
+		t.Errorf("only %d of 100 walks completed under churn that changes nothing they find", complete)
+	}
+}
