@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cortexfs/ctx/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -104,7 +105,7 @@ func (w *fpWalk) dir(fd int) bool {
 				w.usable = false
 				continue
 			}
-			e.typ = dtOf(st.Mode)
+			e.typ = safefs.DirentType(st.Mode)
 		}
 		if e.typ == unix.DT_DIR && e.name == ".git" {
 			continue // never counted: git keeps its own
@@ -184,53 +185,11 @@ func (w *fpWalk) file(fd int, name string) bool {
 // list reads the directory fd's entries ("." and ".." left out); ok is
 // false when a read failed (the entries read before are returned).
 func (w *fpWalk) list(fd int) (ents []fpEntry, ok bool) {
-	for {
-		k, err := unix.Getdents(fd, w.buf)
-		if err != nil {
-			return ents, false
-		}
-		if k <= 0 {
-			return ents, true
-		}
-		for off := 0; off < k; {
-			// struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name.
-			reclen := int(binary.NativeEndian.Uint16(w.buf[off+16:]))
-			if reclen == 0 || off+reclen > k {
-				return ents, false
-			}
-			typ := w.buf[off+18]
-			name := w.buf[off+19 : off+reclen]
-			if i := slices.Index(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			off += reclen
-			if string(name) == "." || string(name) == ".." {
-				continue
-			}
-			ents = append(ents, fpEntry{string(name), typ})
-		}
-	}
-}
-
-// dtOf is the dirent type of a stat mode.
-func dtOf(m uint32) byte {
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return unix.DT_DIR
-	case unix.S_IFREG:
-		return unix.DT_REG
-	case unix.S_IFLNK:
-		return unix.DT_LNK
-	case unix.S_IFIFO:
-		return unix.DT_FIFO
-	case unix.S_IFSOCK:
-		return unix.DT_SOCK
-	case unix.S_IFCHR:
-		return unix.DT_CHR
-	case unix.S_IFBLK:
-		return unix.DT_BLK
-	}
-	return unix.DT_UNKNOWN
+	err := safefs.ReadDirents(fd, w.buf, func(name []byte, typ byte) error {
+		ents = append(ents, fpEntry{string(name), typ})
+		return nil
+	})
+	return ents, err == nil
 }
 
 // fileMode is os.FileMode of a stat mode, as package os makes it (the

@@ -6,6 +6,8 @@
 package safefs
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -296,4 +298,64 @@ func WithinPath(dir *os.File, anc string) (bool, error) {
 		return false, err
 	}
 	return Within(dir, id)
+}
+
+// ReadDirents reads all entries of the directory fd with getdents64
+// into buf (reused by the caller across directories) and calls fn with
+// each one's name (valid only during the call) and dirent type (DT_*,
+// DT_UNKNOWN where the filesystem does not say), "." and ".." left out,
+// in directory order. It stops at fn's first error and returns it.
+func ReadDirents(fd int, buf []byte, fn func(name []byte, typ byte) error) error {
+	for {
+		k, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return os.NewSyscallError("getdents64", err)
+		}
+		if k <= 0 {
+			return nil
+		}
+		for off := 0; off < k; {
+			// struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name.
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen == 0 || off+reclen > k {
+				return errors.New("getdents64: malformed entry")
+			}
+			typ := buf[off+18]
+			name := buf[off+19 : off+reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			off += reclen
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			if err := fn(name, typ); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// DirentType is the dirent type (DT_*) of a stat mode.
+func DirentType(mode uint32) byte {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFBLK:
+		return unix.DT_BLK
+	case unix.S_IFCHR:
+		return unix.DT_CHR
+	case unix.S_IFDIR:
+		return unix.DT_DIR
+	case unix.S_IFIFO:
+		return unix.DT_FIFO
+	case unix.S_IFLNK:
+		return unix.DT_LNK
+	case unix.S_IFREG:
+		return unix.DT_REG
+	case unix.S_IFSOCK:
+		return unix.DT_SOCK
+	}
+	return unix.DT_UNKNOWN
 }

@@ -1,8 +1,6 @@
 package workspace
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -307,48 +305,23 @@ func (l *lister) list(fd int) error {
 		l.buf = make([]byte, 32<<10)
 	}
 	l.names, l.ents = l.names[:0], l.ents[:0]
-	for {
-		k, err := unix.Getdents(fd, l.buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return os.NewSyscallError("getdents64", err)
-		}
-		if k <= 0 {
-			return nil
-		}
-		for off := 0; off < k; {
-			// struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name.
-			reclen := int(binary.NativeEndian.Uint16(l.buf[off+16:]))
-			if reclen == 0 || off+reclen > k {
-				return errors.New("getdents64: malformed entry")
-			}
-			typ := l.buf[off+18]
-			name := l.buf[off+19 : off+reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			off += reclen
-			if string(name) == "." || string(name) == ".." {
-				continue
-			}
-			mode, ok := dtMode(typ)
-			if !ok {
-				var st unix.Stat_t
-				if err := unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-					if err == unix.ENOENT {
-						continue // gone since it was listed
-					}
-					return &os.PathError{Op: "lstat", Path: string(name), Err: err}
+	return safefs.ReadDirents(fd, l.buf, func(name []byte, typ byte) error {
+		mode, ok := dtMode(typ)
+		if !ok {
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				if err == unix.ENOENT {
+					return nil // gone since it was listed
 				}
-				mode, _ = dtMode(dtOfStat(st.Mode))
+				return &os.PathError{Op: "lstat", Path: string(name), Err: err}
 			}
-			start := len(l.names)
-			l.names = append(l.names, name...)
-			l.ents = append(l.ents, dirent{start, len(l.names), mode})
+			mode, _ = dtMode(safefs.DirentType(st.Mode))
 		}
-	}
+		start := len(l.names)
+		l.names = append(l.names, name...)
+		l.ents = append(l.ents, dirent{start, len(l.names), mode})
+		return nil
+	})
 }
 
 // typeOf is the type of name in the listing (0 when absent).
@@ -400,25 +373,6 @@ func dtMode(t byte) (os.FileMode, bool) {
 		return os.ModeSocket, true
 	}
 	return 0, false
-}
-
-// dtOfStat is the dirent type of a stat mode.
-func dtOfStat(m uint32) byte {
-	switch m & unix.S_IFMT {
-	case unix.S_IFBLK:
-		return unix.DT_BLK
-	case unix.S_IFCHR:
-		return unix.DT_CHR
-	case unix.S_IFDIR:
-		return unix.DT_DIR
-	case unix.S_IFIFO:
-		return unix.DT_FIFO
-	case unix.S_IFLNK:
-		return unix.DT_LNK
-	case unix.S_IFSOCK:
-		return unix.DT_SOCK
-	}
-	return unix.DT_REG
 }
 
 // shown names a walked path in a message.
