@@ -62,6 +62,7 @@ type Found struct {
 // unless granted writable or creatable. skip are relative paths not walked
 // (the runtime's hidden trees).
 func Walk(dir *os.File, g Grants, skip []string) Found {
+	// spec: B1 — the walk is what keeps every .git read-only.
 	// A walk reads one directory after another; something moving a
 	// directory meanwhile (another sandbox of the workspace, in a loop)
 	// could hide a repository from it. So a walk checks at its end that

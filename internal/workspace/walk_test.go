@@ -22,7 +22,7 @@ import (
 // File.ReadDir found (walkReference, kept here as it was), entry for entry
 // and in the same order — nested and bare repositories, protected names of
 // every kind, symlinks, FIFOs, the depth bound, skipped paths, grants —
-// and on Go's own src.
+// and on Go's own src. spec: B1
 func TestWalkIsReference(t *testing.T) {
 	ws := t.TempDir()
 	for _, d := range []string{"r/.git/hooks", "bare/objects", "bare/refs", "nohead/objects", "nohead/refs", ".vscode/sub/.git",
@@ -193,7 +193,7 @@ func kindOf(names map[string]os.FileMode, n string) Kind {
 // TestWalkListingsFollowChanges: a walk reuses the listings of the last
 // walk only for directories whose stamp is unchanged, and finds what a
 // fresh walk finds after every kind of change — made moments before the
-// walk (within the racy window) or long enough before.
+// walk (within the racy window) or long enough before. spec: B1
 func TestWalkListingsFollowChanges(t *testing.T) {
 	ws := t.TempDir()
 	mk := func(dirs ...string) {
@@ -295,7 +295,7 @@ func TestWalkListingsConcurrent(t *testing.T) {
 // no complete walk misses the repository: a walk that saw the tree change
 // walks again, and one that keeps seeing it change is cut short (bound
 // read-only). The walk over File.ReadDir missed it in a quarter of its
-// walks.
+// walks. spec: B1
 func TestWalkIsASnapshot(t *testing.T) {
 	ws := t.TempDir()
 	for i := range 300 {
@@ -344,7 +344,7 @@ func TestWalkIsASnapshot(t *testing.T) {
 // TestWalkToleratesChurn: files made and removed all the time (a build
 // writing its output) and protected names coming and going at the top
 // (other runs' placeholders) change directories' stamps but nothing a
-// walk finds: walks complete, and find the repository.
+// walk finds: walks complete, and find the repository. spec: B1
 func TestWalkToleratesChurn(t *testing.T) {
 	ws := t.TempDir()
 	for i := range 100 {
