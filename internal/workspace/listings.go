@@ -120,7 +120,7 @@ type stamp struct {
 	dev, ino     uint64
 	mtime, ctime unix.Timespec
 	depth        int
-	proj         string // what the walk took from the listing (project)
+	used         *listing // the listing the walk used (it owns its memory)
 }
 
 // begin starts a walk of the directory top.
@@ -152,7 +152,7 @@ func (c *listingCache) begin(top int) *listingWalk {
 // read into l (valid until l's next read). An error with a nil listing
 // means the directory could not be opened; with a listing, that the read
 // stopped partway (what was read is returned).
-func (w *listingWalk) listing(top *os.File, rel string, l *lister) (*listing, error) {
+func (w *listingWalk) listing(top *os.File, rel string, depth int, l *lister) (*listing, error) {
 	if w.prev != nil {
 		t := time.Now()
 		var st unix.Stat_t
@@ -165,7 +165,7 @@ func (w *listingWalk) listing(top *os.File, rel string, l *lister) (*listing, er
 		if n := w.prev[rel]; err == nil && n != nil && n.same(&st) && settled(&st, t) {
 			w.next[rel] = n
 			w.bytes += n.size()
-			w.stamps = append(w.stamps, stamp{rel: rel, dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim})
+			w.stamps = append(w.stamps, stamp{rel: rel, dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim, depth: depth, used: &n.listing})
 			return &n.listing, nil
 		}
 	}
@@ -183,10 +183,13 @@ func (w *listingWalk) listing(top *os.File, rel string, l *lister) (*listing, er
 	if err := unix.Fstat(fd, &st); err != nil { // before the read: a change during it shows later
 		return nil, err
 	}
-	w.stamps = append(w.stamps, stamp{rel: rel, dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim})
 	if err := l.list(fd); err != nil {
 		return &l.listing, err
 	}
+	// A copy outlives l's next read: the end of the walk may compare it
+	// (unchanged), and a settled one is kept for the next walk.
+	used := l.listing.clone()
+	w.stamps = append(w.stamps, stamp{rel: rel, dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim, depth: depth, used: &used})
 	// Only directories on the top's own filesystem: a mount below it (an
 	// NFS or FUSE one) is judged by its own kind, so it is read every
 	// time. This is also what keeps a stamp from another filesystem that
@@ -194,21 +197,13 @@ func (w *listingWalk) listing(top *os.File, rel string, l *lister) (*listing, er
 	// times, and a deleted subvolume's device number is given to the next
 	// snapshot) from ever matching a kept one.
 	if w.cacheable && st.Dev == w.id.Dev && settled(&st, t) {
-		n := &dirNode{dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim, listing: l.listing.clone()}
+		n := &dirNode{dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim, listing: used}
 		if w.bytes+n.size() <= maxListingBytes {
 			w.next[rel] = n
 			w.bytes += n.size()
 		}
 	}
-	return &l.listing, nil
-}
-
-// noteProjection records what the walk took from the listing it was
-// just given (the last one listing returned).
-func (w *listingWalk) noteProjection(depth int, proj string) {
-	if n := len(w.stamps); n > 0 {
-		w.stamps[n-1].depth, w.stamps[n-1].proj = depth, proj
-	}
+	return &used, nil
 }
 
 // unchanged reports whether the walk was a snapshot: no listed
@@ -245,7 +240,7 @@ func (w *listingWalk) unchanged(top *os.File, g Grants, skipSet map[string]bool)
 		}
 		err = l.list(fd)
 		unix.Close(fd)
-		if err != nil || project(&l.listing, s.rel, s.depth, g, skipSet) != s.proj {
+		if err != nil || project(&l.listing, s.rel, s.depth, g, skipSet) != project(s.used, s.rel, s.depth, g, skipSet) {
 			return false
 		}
 	}

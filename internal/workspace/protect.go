@@ -129,7 +129,7 @@ func walkOnce(dir *os.File, g Grants, skip []string) (_ Found, consistent bool) 
 	for len(queue) > 0 && out.Truncated == "" {
 		it := queue[0]
 		queue = queue[1:]
-		cur, err := lc.listing(topFile, it.rel, &l)
+		cur, err := lc.listing(topFile, it.rel, it.depth, &l)
 		if err != nil && cur == nil {
 			if it.rel != "" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, safefs.ErrSymlink) || errors.Is(err, unix.ENOTDIR)) {
 				// Gone or replaced since its parent was listed: not a
@@ -169,7 +169,6 @@ func walkOnce(dir *os.File, g Grants, skip []string) (_ Found, consistent bool) 
 					break
 				}
 			}
-			lc.noteProjection(it.depth, project(cur, it.rel, it.depth, g, skipSet))
 			continue
 		}
 		seen := seenBuf[:len(Protected)] // which of Protected this directory holds
@@ -209,7 +208,6 @@ func walkOnce(dir *os.File, g Grants, skip []string) (_ Found, consistent bool) 
 				}
 			}
 		}
-		lc.noteProjection(it.depth, project(cur, it.rel, it.depth, g, skipSet))
 	}
 	consistent = out.Truncated == "" && lc.unchanged(topFile, g, skipSet)
 	lc.end(consistent)
