@@ -164,7 +164,7 @@ func (e *env) launch(ident launchroot.Identity, argv []string, stdin string, ext
 		l.Abort()
 		e.t.Fatal(err)
 	}
-	release, err := l.Started(cmd.Process)
+	release, err := l.Started(cmd.Process, nil)
 	if err != nil {
 		_ = cmd.Wait()
 		l.Abort()
@@ -545,7 +545,7 @@ func TestFromInsideSandbox(t *testing.T) {
 			l.Abort()
 			t.Fatal(err)
 		}
-		release, err := l.Started(cmd.Process)
+		release, err := l.Started(cmd.Process, nil)
 		if err != nil {
 			_ = cmd.Wait()
 			l.Abort()

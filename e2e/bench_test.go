@@ -511,3 +511,46 @@ func BenchmarkToolCallBigWorkspace(b *testing.B) {
 	b.ReportMetric(float64(tb.Microseconds())/n/1000, "repo-ms")
 	b.ReportMetric(float64(tb)/float64(ts), "repo/empty")
 }
+
+// BenchmarkToolCallNestedRepos: the same `tsh call clock` op in a
+// workspace that is one repository and in one that holds three more
+// below it (a checkout with submodules, a directory of projects),
+// interleaved. A nested repository's protection is mounted below a
+// directory that can move, so its sandbox is checked once its view is
+// made and before it runs (bwrap.Anchor): what that costs is the ratio.
+func BenchmarkToolCallNestedRepos(b *testing.B) {
+	w := newWorld(b)
+	w.start()
+	w.tool("clock", "#!/bin/sh\necho tick\n")
+	w.mustCtx("agent", "create", "tb", "--exec", binDir+"/testagent")
+	top, nested := w.workspace(), w.workspace()
+	for _, d := range []string{top, nested, filepath.Join(nested, "a"), filepath.Join(nested, "b"), filepath.Join(nested, "vendor", "c")} {
+		os.MkdirAll(d, 0o755)
+		if out, err := exec.Command("git", "init", "-q", d).CombinedOutput(); err != nil {
+			b.Fatalf("git init %s: %v %s", d, err, out)
+		}
+	}
+	c := w.dial("tb")
+	w.etcReady(b)
+	call := func(id, ws string) time.Duration {
+		t0 := time.Now()
+		c.send(map[string]any{"op": "tsh", "id": id, "session": "bench", "workspace": ws, "args": []string{"call", "clock"}})
+		got := c.until("done", time.Minute)
+		if got[len(got)-1].Status != "ok" {
+			b.Fatal(types(got))
+		}
+		return time.Since(t0)
+	}
+	call("warm-top", top)
+	call("warm-nested", nested)
+	var tt, tn time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tt += call("t"+strconv.Itoa(i), top)
+		tn += call("n"+strconv.Itoa(i), nested)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tt.Microseconds())/n/1000, "top-ms")
+	b.ReportMetric(float64(tn.Microseconds())/n/1000, "nested-ms")
+	b.ReportMetric(float64(tn)/float64(tt), "nested/top")
+}

@@ -288,3 +288,94 @@ func TestSecurityHomeWorkspace(t *testing.T) {
 		t.Errorf("placeholders left in the home after the run: %v", ents)
 	}
 }
+
+// TestSecurityProtectedRepoMoved (spec: B1): from inside real runs, one
+// session's tool moves a directory holding a repository away and back
+// (sub ↔ x, each name held 20 ms, then 3, then 0.8) while another session's
+// tool calls start in the same workspace and try to plant a hook in it
+// under either name. bwrap mounts a protection by path, so a sandbox
+// started mid-move had the protection on a directory bwrap made and the
+// repository writable under its other name (the hook was planted within
+// a second). Now a view whose protection is not where the walk found it
+// never runs: the start fails (bwrap.ErrMoved, or bwrap's own error), and
+// the calls that did start cannot plant the hook.
+func TestSecurityProtectedRepoMoved(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	attack, _ := os.ReadFile(binDir + "/attack")
+	w.tool("attack", string(attack))
+	w.agent("mv", map[string]string{"tools": "attack\n"})
+	home, marks := t.TempDir(), t.TempDir()
+	marker := filepath.Join(marks, "ran")
+	var ws string
+	planted := func() []string {
+		var got []string
+		for _, n := range []string{"sub", "x"} {
+			if _, err := os.Lstat(filepath.Join(ws, n, ".git", "hooks", "post-checkout")); err == nil {
+				got = append(got, n)
+			}
+		}
+		return got
+	}
+	ran := 0
+	for _, hold := range []string{"20000", "3000", "800"} {
+		ws = t.TempDir()
+		os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
+		mustGit(t, home, filepath.Join(ws, "sub"), "init", "-q")
+		ready := filepath.Join(ws, "swap.ready")
+		c := w.dial("mv")
+		c.send(sendReq("swap-"+hold, "tool attack swap /workspace sub x "+hold+" 5 /workspace/swap.ready", "workspace", ws, "session", "swap"+hold))
+		waitFor(t, "the swap loop", 20*time.Second, func() bool { _, err := os.Stat(ready); return err == nil })
+		calls, refused := 0, 0
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); calls++ {
+			tr, _ := callToolIn(t, w, "mv", ws, "race"+hold, "attack", "hookrace", "/workspace", marker, "100", "sub", "x")
+			if got := planted(); len(got) > 0 {
+				t.Fatalf("hold %s µs: a hook was planted in the moving repository under %v (tool said %q %q)", hold, got, tr.Content, tr.Message)
+			}
+			switch msg := tr.Content + tr.Message; {
+			case strings.Contains(msg, "tries="):
+				ran++
+			case strings.Contains(msg, "moved while the sandbox started") || strings.Contains(msg, "bwrap"):
+				refused++
+			default:
+				t.Errorf("hold %s µs: a racing call ended so: %s %q %q", hold, tr.Status, tr.Content, tr.Message)
+			}
+		}
+		got := c.until("done", 30*time.Second)
+		var swaps string
+		for _, f := range got {
+			if f.Type == "tool_result" {
+				swaps = f.Content
+			}
+		}
+		t.Logf("hold %s µs: %d racing calls, %d refused to start; the swap tool: %q", hold, calls, refused, swaps)
+	}
+	if ran == 0 {
+		t.Error("no racing call's sandbox started: the attack was never tried inside one")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a planted hook ran")
+	}
+}
+
+// callToolIn is callTool in a named session; with no tool_result it
+// returns the run's error frame (its Status "error").
+func callToolIn(t *testing.T, w *world, agent, ws, session string, name string, args ...string) (frame, []frame) {
+	t.Helper()
+	c := w.dial(agent)
+	c.send(sendReq("call-"+strconv.FormatInt(time.Now().UnixNano(), 36), strings.Join(append([]string{"tool", name}, args...), " "), "workspace", ws, "session", session))
+	got := c.until("done", 20*time.Second)
+	for _, f := range got {
+		if f.Type == "tool_result" {
+			return f, got
+		}
+	}
+	for _, f := range got {
+		if f.Type == "error" {
+			f.Status = "error"
+			return f, got
+		}
+	}
+	t.Fatalf("no tool_result in %v", types(got))
+	return frame{}, nil
+}

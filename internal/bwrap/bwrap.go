@@ -109,6 +109,11 @@ type Spec struct {
 	// and the starter (internal/proc) connects it through the daemon's
 	// proxy (internal/egress) before it runs.
 	Egress *netpolicy.Policy
+	// Anchors are protected mounts whose destination was found by a walk
+	// of the host directory they are in: the starter (internal/proc)
+	// checks, once the view's mounts are made and before anything inside
+	// runs, that each is where the walk found it (Anchor). spec: B1
+	Anchors []Anchor
 	// MapUser runs the program as UID/GID inside a new user namespace.
 	MapUser  bool
 	UID, GID int
@@ -325,6 +330,28 @@ func (s Spec) Args() ([]string, error) {
 	a = append(a, "--")
 	return append(a, s.Argv...), nil
 }
+
+// An Anchor is one protected mount below a writable directory of the
+// view. bwrap mounts by destination path, and the host directories on
+// that path can be moved between the walk that found a protected path and
+// the mount (another sandbox of the workspace renaming a directory that
+// holds a repository away and back): the protection would then sit on a
+// directory bwrap made, and the repository, under its new name, would be
+// writable. So in the finished view Dst must be read-only, show Mounted
+// (what was bound there), and be an entry of the very directory the walk
+// listed it in (Dir) — a directory has one name, so its protection then
+// covers it however it is reached.
+type Anchor struct {
+	Dst          string // absolute, in the sandbox
+	Dir, Mounted FileID
+}
+
+// FileID is a file's identity: its device and inode numbers.
+type FileID struct{ Dev, Ino uint64 }
+
+// ErrMoved: a protected path was not where the walk that found it saw it
+// when the view was made — a directory on its path moved meanwhile.
+var ErrMoved = errors.New("a directory holding protected paths moved while the sandbox started")
 
 // args appends the bwrap options of one mount.
 func (m Mount) args(a []string) ([]string, error) {

@@ -19,7 +19,7 @@ import (
 //	cmd := exec.Command(bwrapPath, args...)
 //	cmd.ExtraFiles = l.ExtraFiles
 //	if err := cmd.Start(); err != nil { l.Abort(); ... }
-//	release, err := l.Started(cmd.Process) // register, then unblock
+//	release, err := l.Started(cmd.Process, nil) // register, then unblock
 //	if err != nil { _ = cmd.Wait(); l.Abort(); ... } // Started killed it
 //	... cmd.Wait(); release()
 //
@@ -113,13 +113,24 @@ func Latch(r *os.File) (*os.File, error) {
 // starts the program through a gate that the same EOF aborts, or latches
 // the block (PrepareLatched), so the sandbox never runs unregistered.
 // spec: U2
-func (l *Launch) Started(p *os.Process) (release func(), err error) {
+//
+// ready, when not nil, runs after the registration and before the
+// release (the sandbox's view checked, its network connected): an error
+// from it is handled as a failed registration.
+func (l *Launch) Started(p *os.Process, ready func() error) (release func(), err error) {
 	// The child holds its own copy of the read end now.
 	_ = l.r.Close()
 	release, err = l.reg.Register(p.Pid, l.ident)
 	if err != nil {
 		killtree.Kill(p.Pid) // not yet waited for: the pid is still p's
 		return nil, err
+	}
+	if ready != nil {
+		if err := ready(); err != nil {
+			killtree.Kill(p.Pid)
+			release()
+			return nil, err
+		}
 	}
 	// One byte (or EOF) unblocks bwrap's read(2) on --block-fd.
 	_, _ = l.w.Write([]byte{'\n'})

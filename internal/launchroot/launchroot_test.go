@@ -85,7 +85,7 @@ func startRoot(t *testing.T, r *Registry, script string) *root {
 		l.Abort()
 		t.Fatal(err)
 	}
-	release, err := l.Started(cmd.Process)
+	release, err := l.Started(cmd.Process, nil)
 	if err != nil {
 		_ = cmd.Wait()
 		l.Abort()
@@ -482,7 +482,7 @@ func TestBwrapBlockFD(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "ran")); err == nil {
 		t.Fatal("sandboxed program ran before the block was released")
 	}
-	release, err := l.Started(cmd.Process)
+	release, err := l.Started(cmd.Process, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +570,7 @@ func TestBwrapLatchedBlockIgnoresEOF(t *testing.T) {
 			_ = cmd.Wait()
 			continue
 		}
-		rel, err := l.Started(cmd.Process)
+		rel, err := l.Started(cmd.Process, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

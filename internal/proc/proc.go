@@ -91,9 +91,10 @@ func Start(o Options) (*Proc, error) {
 	o.Spec.Files = slices.Clip(o.Spec.Files)
 	o.Spec.SeccompFD = o.Spec.Pass(filter)
 	var info *os.File
-	if o.Spec.Egress != nil {
-		// A net sandbox is connected while it is held: bwrap's --info-fd
-		// names the child whose network namespace gets the listeners.
+	if o.Spec.Egress != nil || len(o.Spec.Anchors) > 0 {
+		// A net sandbox is connected, and a view with anchors checked,
+		// while it is held: bwrap's --info-fd names the child whose
+		// network namespace gets the listeners and whose view is checked.
 		ir, iw, err := os.Pipe()
 		if err != nil {
 			return nil, fmt.Errorf("start %s: info pipe: %w", name, err)
@@ -115,7 +116,8 @@ func Start(o Options) (*Proc, error) {
 	if o.Enter != nil {
 		o.Place = nil
 	}
-	held := o.Roots != nil || o.Place != nil || o.Spec.Egress != nil // a net sandbox is connected while held
+	// A net sandbox is connected, and a view with anchors checked, while held.
+	held := o.Roots != nil || o.Place != nil || o.Spec.Egress != nil || len(o.Spec.Anchors) > 0
 	// A held sandbox born inside its run's cgroup (Enter) is held on a
 	// latched block (launchroot.Latch), which no EOF releases: if the
 	// daemon dies first, its PID 1 stays blocked in the cgroup until the
@@ -216,19 +218,18 @@ func Start(o Options) (*Proc, error) {
 			return nil, fmt.Errorf("start %s: place: %w", name, err)
 		}
 	}
-	if err := p.attach(o); err != nil {
-		killHeld(cmd)
-		_ = awaitLeft(left)
-		launch.Abort()
-		return nil, err
-	}
-	// The root is registered and the program released while the thread
-	// that forked bwrap leaves the run's cgroup.
-	release, err := launch.Started(cmd.Process) // register the root, then unblock bwrap
+	// The root is registered (while bwrap makes the view), the view
+	// checked and the network connected, and the program released, while
+	// the thread that forked bwrap leaves the run's cgroup.
+	var readyErr error
+	release, err := launch.Started(cmd.Process, func() error { readyErr = p.attach(o); return readyErr })
 	if err != nil {
 		_ = cmd.Wait()
 		_ = awaitLeft(left)
 		launch.Abort()
+		if readyErr != nil {
+			return nil, readyErr
+		}
 		return nil, fmt.Errorf("start %s: launch root: %w", name, err)
 	}
 	g.open() // spec: U2 — only a registered root runs its program (a latched block needs no gate)
@@ -241,17 +242,26 @@ func Start(o Options) (*Proc, error) {
 	return p, nil
 }
 
-// attach connects a held net sandbox (Spec.Egress) to the daemon's
-// proxy: the listeners are made inside its network namespace before
-// anything of the sandbox runs, so no program inside ever sees a network
-// without them. Without Egress it does nothing.
+// attach checks a held sandbox's view (Spec.Anchors, checkView) and
+// connects a net sandbox (Spec.Egress) to the daemon's proxy: the
+// listeners are made inside its network namespace before anything of the
+// sandbox runs, so no program inside ever sees a network without them.
+// Without either it does nothing.
 func (p *Proc) attach(o Options) error {
-	if o.Spec.Egress == nil {
+	if o.Spec.Egress == nil && len(o.Spec.Anchors) == 0 {
 		return nil
 	}
 	child, err := childPid(p.info, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+	}
+	if len(o.Spec.Anchors) > 0 {
+		if err := checkView(child, o.Spec.Anchors, 10*time.Second); err != nil {
+			return fmt.Errorf("start %s: %w", o.Spec.Argv[0], err)
+		}
+	}
+	if o.Spec.Egress == nil {
+		return nil
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -112,8 +112,19 @@ func (v View) SpecHeld(argv []string, env map[string]string) (bwrap.Spec, *Held,
 // h.Started() once bwrap started (or failed to) and h.Ended() once the
 // sandbox is gone. It walks the workspace: call it off the actor.
 func (v View) Build(argv []string, env map[string]string) (bwrap.Spec, *Held, error) {
-	return v.build(argv, env, true)
+	// A nested protected path gone from where its walk saw it (a directory
+	// moved meanwhile) is walked for again.
+	for try := 1; ; try++ {
+		s, h, err := v.build(argv, env, true)
+		if !errors.Is(err, bwrap.ErrMoved) || try == maxMovedTries {
+			return s, h, err
+		}
+	}
 }
+
+// maxMovedTries bounds the walks of a view whose protected paths keep
+// moving while it is made.
+const maxMovedTries = 3
 
 // Visible under /ctx: bin/ and the tool directories (read-only), and the
 // agent object itself for executable agents. The agent home is writable at
@@ -350,6 +361,9 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			h.releases = append(h.releases, release)
 			if !ph {
 				mount(&s.Mounts, f, src, at, false)
+				if err := anchor(s, e, at, f); err != nil {
+					return fmt.Errorf("protected path %s: %w", src, err)
+				}
 				break
 			}
 			// The placeholder is only the host's mount point: the sandbox
@@ -363,14 +377,26 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}
 			mount(&s.Mounts, af, apath, at, false)
+			if err := anchor(s, e, at, af); err != nil {
+				return fmt.Errorf("protected path %s: %w", src, err)
+			}
 		case e.Kind == workspace.KindAbsent:
 			continue // no placeholder without a registry
 		default:
 			f, err := safefs.OpenBeneath(d.File, e.Rel, unix.O_PATH)
 			if err != nil {
-				continue // gone since the walk
+				if nested(e) {
+					// Gone from where the walk found it: removed, or its
+					// directory moved — then it is somewhere the walk did
+					// not look. spec: B1
+					return fmt.Errorf("protected path %s: %w", src, bwrap.ErrMoved)
+				}
+				continue // gone since the walk: a name at the top cannot move out of its view
 			}
 			mount(&s.Mounts, f, src, at, false)
+			if err := anchor(s, e, at, f); err != nil {
+				return fmt.Errorf("protected path %s: %w", src, err)
+			}
 		}
 		if e.Rel == ".git" && e.Kind == workspace.KindFile {
 			// spec: D8 — a worktree's .git is a file naming its gitdir
@@ -387,6 +413,28 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			}
 		}
 	}
+	return nil
+}
+
+// nested reports whether e lies below a subdirectory of the walked
+// directory: the directories on its path can be moved, the top cannot (it
+// is the mount's own root).
+func nested(e workspace.Entry) bool { return strings.Contains(e.Rel, "/") }
+
+// anchor adds a nested protected path's bwrap.Anchor: the view starts
+// only if the mount of f at dst sits in the directory the walk found e in.
+// A name at the top needs none — its directory is the mount's root, and
+// renaming the name itself is refused (EBUSY) in every view that mounts
+// it. spec: B1
+func anchor(s *bwrap.Spec, e workspace.Entry, dst string, f *os.File) error {
+	if !nested(e) {
+		return nil
+	}
+	id, err := safefs.ID(f)
+	if err != nil {
+		return err
+	}
+	s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: dst, Dir: bwrap.FileID(e.Dir), Mounted: bwrap.FileID(id)})
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/workspace"
+	"golang.org/x/sys/unix"
 )
 
 func view(t *testing.T) View {
@@ -196,5 +198,67 @@ func TestOneEnvBuilder(t *testing.T) {
 	bare := IdentityEnv("dumb")
 	if len(bare) != 4 || bare["TERM"] != "dumb" || bare["USER"] != "agent" {
 		t.Errorf("bare %v", bare)
+	}
+}
+
+// TestBuildAnchorsNested (spec: B1): every protected mount below a
+// subdirectory of the workspace carries an anchor — the directory the
+// walk listed it in and what is bound — so the starter can check the
+// finished view; a name at the workspace's top (whose directory is the
+// mount's own root) carries none. (A nested protected path gone from
+// where the walk saw it fails the build with bwrap.ErrMoved: e2e
+// TestSecurityProtectedRepoMoved meets it.)
+func TestBuildAnchorsNested(t *testing.T) {
+	v := view(t)
+	v.Placeholders = workspace.NewRegistry()
+	ws := v.Workspace
+	for _, d := range []string{"sub/.git", "deep/er/.vscode", "bare.git/objects", "bare.git/refs"} {
+		os.MkdirAll(filepath.Join(ws, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(ws, "bare.git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "bare.git", "config"), nil, 0o644)
+	s, h, err := v.Build([]string{"/x"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Ended()
+	h.Started()
+	id := func(rel string) bwrap.FileID {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(ws, rel), &st); err != nil {
+			t.Fatal(err)
+		}
+		return bwrap.FileID{Dev: st.Dev, Ino: st.Ino}
+	}
+	got := map[string]bwrap.Anchor{}
+	for _, a := range s.Anchors {
+		got[a.Dst] = a
+	}
+	for _, c := range []struct{ dst, dir, mounted string }{
+		{"/workspace/sub/.git", "sub", "sub/.git"},
+		{"/workspace/deep/er/.vscode", "deep/er", "deep/er/.vscode"},
+		{"/workspace/bare.git/config", "bare.git", "bare.git/config"},
+	} {
+		a, ok := got[c.dst]
+		if !ok {
+			t.Errorf("no anchor for %s in %+v", c.dst, s.Anchors)
+			continue
+		}
+		if a.Dir != id(c.dir) || a.Mounted != id(c.mounted) {
+			t.Errorf("anchor %+v: want dir %v mounted %v", a, id(c.dir), id(c.mounted))
+		}
+	}
+	// The absent hooks/ of the bare repository: its placeholder's absent
+	// source is what is mounted, in the bare repository's directory.
+	if a, ok := got["/workspace/bare.git/hooks"]; !ok || a.Dir != id("bare.git") {
+		t.Errorf("hooks placeholder anchor %+v (found %v)", a, ok)
+	}
+	for dst := range got {
+		if strings.Count(strings.TrimPrefix(dst, "/workspace/"), "/") == 0 {
+			t.Errorf("a name at the top has an anchor: %s", dst)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("%d anchors, want 4: %+v", len(got), s.Anchors)
 	}
 }

@@ -206,6 +206,15 @@ func (w *listingWalk) listing(top *os.File, rel string, depth int, l *lister) (*
 	return &used, nil
 }
 
+// lastID is the identity of the directory listed last.
+func (w *listingWalk) lastID() safefs.Identity {
+	if len(w.stamps) == 0 {
+		return safefs.Identity{}
+	}
+	s := w.stamps[len(w.stamps)-1]
+	return safefs.Identity{Dev: s.dev, Ino: s.ino}
+}
+
 // unchanged reports whether the walk was a snapshot: no listed
 // directory was gone at its turn, and every one either still has the
 // stamp it was listed under or, read again, gives the walk what it took

@@ -46,6 +46,12 @@ type Entry struct {
 	// Repo: Rel is a repository's .git (or a bare repository's hooks or
 	// config), watched for changes that run code on the host.
 	Repo bool
+	// Dir is the directory holding Rel as the walk listed it. A view that
+	// mounts Rel's protection checks, once its mounts are made, that the
+	// mount sits in this very directory (bwrap.Anchor): a directory moved
+	// since the walk would otherwise take its repository out from under
+	// a protection mounted by path.
+	Dir safefs.Identity
 }
 
 // Found is the result of a walk.
@@ -140,6 +146,7 @@ func walkOnce(dir *os.File, g Grants, skip []string) (_ Found, consistent bool) 
 			out.Truncated = "cannot read " + shown(it.rel) + ": " + err.Error()
 			continue
 		}
+		dirID := lc.lastID()
 		entries += len(cur.ents)
 		if entries > MaxEntries {
 			out.Truncated = "more than " + strconv.Itoa(MaxEntries) + " directory entries"
@@ -165,7 +172,7 @@ func walkOnce(dir *os.File, g Grants, skip []string) (_ Found, consistent bool) 
 				if k == KindAbsent && n == "config" {
 					continue
 				}
-				if !add(Entry{Rel: path.Join(it.rel, n), Kind: k, Repo: true}) {
+				if !add(Entry{Rel: path.Join(it.rel, n), Kind: k, Repo: true, Dir: dirID}) {
 					break
 				}
 			}
@@ -191,7 +198,7 @@ func walkOnce(dir *os.File, g Grants, skip []string) (_ Found, consistent bool) 
 					// Granted writable: walked like any other name below.
 				} else {
 					n := string(name)
-					if !add(Entry{Rel: path.Join(it.rel, n), Kind: kindOfMode(e.mode), Repo: n == ".git"}) {
+					if !add(Entry{Rel: path.Join(it.rel, n), Kind: kindOfMode(e.mode), Repo: n == ".git", Dir: dirID}) {
 						break
 					}
 					continue // protected whole: not walked
@@ -204,7 +211,7 @@ func walkOnce(dir *os.File, g Grants, skip []string) (_ Found, consistent bool) 
 		if it.rel == "" {
 			for i, n := range Protected {
 				if !seen[i] && !g.Writable[n] && !g.Creatable[n] {
-					add(Entry{Rel: n, Kind: KindAbsent, Repo: n == ".git"})
+					add(Entry{Rel: n, Kind: KindAbsent, Repo: n == ".git", Dir: dirID})
 				}
 			}
 		}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cortexfs/ctx/internal/safefs"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -106,6 +108,7 @@ func walkReference(dir *os.File, g Grants, skip []string) Found {
 		it := queue[0]
 		queue = queue[1:]
 		f := os.NewFile(uintptr(it.fd), it.rel)
+		dirID, _ := safefs.ID(f)
 		ents, err := f.ReadDir(-1)
 		names := map[string]os.FileMode{}
 		for _, e := range ents {
@@ -135,7 +138,7 @@ func walkReference(dir *os.File, g Grants, skip []string) Found {
 				if k == KindAbsent && n == "config" {
 					continue
 				}
-				if !add(Entry{Rel: path.Join(it.rel, n), Kind: k, Repo: true}) {
+				if !add(Entry{Rel: path.Join(it.rel, n), Kind: k, Repo: true, Dir: dirID}) {
 					break
 				}
 			}
@@ -148,7 +151,7 @@ func walkReference(dir *os.File, g Grants, skip []string) Found {
 				continue
 			}
 			if slices.Contains(Protected, n) && !g.Writable[n] {
-				if !add(Entry{Rel: rel, Kind: kindOf(names, n), Repo: n == ".git"}) {
+				if !add(Entry{Rel: rel, Kind: kindOf(names, n), Repo: n == ".git", Dir: dirID}) {
 					break
 				}
 				continue // protected whole: not walked
@@ -168,7 +171,7 @@ func walkReference(dir *os.File, g Grants, skip []string) Found {
 		if it.rel == "" {
 			for _, n := range Protected {
 				if _, ok := names[n]; !ok && !g.Writable[n] && !g.Creatable[n] {
-					add(Entry{Rel: n, Kind: KindAbsent, Repo: n == ".git"})
+					add(Entry{Rel: n, Kind: KindAbsent, Repo: n == ".git", Dir: dirID})
 				}
 			}
 		}
