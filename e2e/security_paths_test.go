@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // hostGit runs git on the host as a person would, with a temp HOME and no
@@ -289,16 +291,18 @@ func TestSecurityHomeWorkspace(t *testing.T) {
 	}
 }
 
-// TestSecurityProtectedRepoMoved (spec: B1): from inside real runs, one
-// session's tool moves a directory holding a repository away and back
-// (sub ↔ x, each name held 20 ms, then 3, then 0.8) while another session's
-// tool calls start in the same workspace and try to plant a hook in it
+// TestSecurityProtectedRepoMoved (spec: B1): a directory holding a
+// repository is moved away and back (sub ↔ x, each name held 100 ms,
+// then 20, 3, 0.8) by a process on the host — a sandbox cannot any more
+// (TestSecurityProtectedRepoMovedDeep), but a person's script can —
+// while tool calls start in the workspace and try to plant a hook in it
 // under either name. bwrap mounts a protection by path, so a sandbox
 // started mid-move had the protection on a directory bwrap made and the
-// repository writable under its other name (the hook was planted within
-// a second). Now a view whose protection is not where the walk found it
-// never runs: the start fails (bwrap.ErrMoved, or bwrap's own error), and
-// the calls that did start cannot plant the hook.
+// repository writable under its other name (a tool in another sandbox
+// moving it planted the hook within a second). Now a view whose
+// protection is not where the walk found it never runs: the start fails
+// (bwrap.ErrMoved, or bwrap's own error), and the calls that did start
+// cannot plant the hook.
 func TestSecurityProtectedRepoMoved(t *testing.T) {
 	w := newWorld(t)
 	w.start()
@@ -308,29 +312,43 @@ func TestSecurityProtectedRepoMoved(t *testing.T) {
 	home, marks := t.TempDir(), t.TempDir()
 	marker := filepath.Join(marks, "ran")
 	var ws string
+	var repo unix.Stat_t // the repository's .git, whatever its directory is called
+	// planted looks for the hook in the repository itself (by identity,
+	// through a descriptor: the names keep moving; a directory a mount
+	// made in the way is no repository).
 	planted := func() []string {
 		var got []string
 		for _, n := range []string{"sub", "x"} {
-			if _, err := os.Lstat(filepath.Join(ws, n, ".git", "hooks", "post-checkout")); err == nil {
+			fd, err := unix.Open(filepath.Join(ws, n, ".git"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				continue
+			}
+			var st, hook unix.Stat_t
+			if unix.Fstat(fd, &st) == nil && st.Dev == repo.Dev && st.Ino == repo.Ino &&
+				unix.Fstatat(fd, "hooks/post-checkout", &hook, unix.AT_SYMLINK_NOFOLLOW) == nil {
 				got = append(got, n)
 			}
+			unix.Close(fd)
 		}
 		return got
 	}
-	ran := 0
-	for _, hold := range []string{"20000", "3000", "800"} {
+	ran, refusedAll := 0, 0
+	for _, hold := range []time.Duration{100 * time.Millisecond, 20 * time.Millisecond, 3 * time.Millisecond, 800 * time.Microsecond} {
 		ws = t.TempDir()
 		os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
 		mustGit(t, home, filepath.Join(ws, "sub"), "init", "-q")
-		ready := filepath.Join(ws, "swap.ready")
-		c := w.dial("mv")
-		c.send(sendReq("swap-"+hold, "tool attack swap /workspace sub x "+hold+" 5 /workspace/swap.ready", "workspace", ws, "session", "swap"+hold))
-		waitFor(t, "the swap loop", 20*time.Second, func() bool { _, err := os.Stat(ready); return err == nil })
+		if err := unix.Stat(filepath.Join(ws, "sub", ".git"), &repo); err != nil {
+			t.Fatal(err)
+		}
+		stop, swapped := make(chan struct{}), make(chan string, 1)
+		go func() { swapped <- swapLoop(filepath.Join(ws, "sub"), filepath.Join(ws, "x"), hold, stop) }()
 		calls, refused := 0, 0
 		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); calls++ {
-			tr, _ := callToolIn(t, w, "mv", ws, "race"+hold, "attack", "hookrace", "/workspace", marker, "100", "sub", "x")
+			tr, _ := callToolIn(t, w, "mv", ws, "race", "attack", "hookrace", "/workspace", marker, "100", "sub", "x")
 			if got := planted(); len(got) > 0 {
-				t.Fatalf("hold %s µs: a hook was planted in the moving repository under %v (tool said %q %q)", hold, got, tr.Content, tr.Message)
+				close(stop)
+				<-swapped
+				t.Fatalf("hold %v: a hook was planted in the moving repository under %v (tool said %q %q)", hold, got, tr.Content, tr.Message)
 			}
 			switch msg := tr.Content + tr.Message; {
 			case strings.Contains(msg, "tries="):
@@ -338,24 +356,99 @@ func TestSecurityProtectedRepoMoved(t *testing.T) {
 			case strings.Contains(msg, "moved while the sandbox started") || strings.Contains(msg, "bwrap"):
 				refused++
 			default:
-				t.Errorf("hold %s µs: a racing call ended so: %s %q %q", hold, tr.Status, tr.Content, tr.Message)
+				t.Errorf("hold %v: a racing call ended so: %s %q %q", hold, tr.Status, tr.Content, tr.Message)
 			}
 		}
-		got := c.until("done", 30*time.Second)
-		var swaps string
-		for _, f := range got {
-			if f.Type == "tool_result" {
-				swaps = f.Content
+		close(stop)
+		swaps := <-swapped
+		t.Logf("hold %v: %d racing calls, %d refused to start; the swap loop: %s", hold, calls, refused, swaps)
+		if !strings.HasPrefix(swaps, "swaps=") || strings.HasPrefix(swaps, "swaps=0 ") {
+			t.Errorf("hold %v: the swap loop did not keep moving the repository: %s", hold, swaps)
+		}
+		refusedAll += refused
+	}
+	if ran == 0 || refusedAll == 0 {
+		t.Errorf("%d racing sandboxes started, %d refused: the attack was not tried both ways", ran, refusedAll)
+	}
+}
+
+// swapLoop renames a to b and back, holding each name for hold, until
+// stop; a directory in the way that holds no repository (a mount point
+// bwrap made for a sandbox starting meanwhile) is removed. It returns
+// "swaps=N cleared=N" or, when a rename failed otherwise, "stuck: ERR".
+func swapLoop(a, b string, hold time.Duration, stop <-chan struct{}) string {
+	n, cleared := 0, 0
+	move := func(from, to string) error {
+		for {
+			err := os.Rename(from, to)
+			if err == nil {
+				return nil
+			}
+			if _, herr := os.Stat(filepath.Join(to, ".git", "HEAD")); herr == nil || os.RemoveAll(to) != nil {
+				return err
+			}
+			cleared++
+		}
+	}
+	for {
+		select {
+		case <-stop:
+			return "swaps=" + strconv.Itoa(n) + " cleared=" + strconv.Itoa(cleared)
+		default:
+		}
+		if err := move(a, b); err != nil {
+			return "stuck: " + err.Error()
+		}
+		time.Sleep(hold)
+		if err := move(b, a); err != nil {
+			return "stuck: " + err.Error()
+		}
+		n++
+		time.Sleep(hold)
+	}
+}
+
+// TestSecurityProtectedRepoMovedDeep (spec: B1): the walk goes 8
+// directories down; a tool that moved a directory holding a repository
+// below that, with one rename, left the next sandbox without its
+// protection (a hook planted there, the directory moved back). Every
+// directory on the way to a nested repository is now a mount point in
+// each view: the rename is refused (EBUSY or EXDEV), and the next call
+// cannot plant the hook.
+func TestSecurityProtectedRepoMovedDeep(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	attack, _ := os.ReadFile(binDir + "/attack")
+	w.tool("attack", string(attack))
+	w.agent("mv", map[string]string{"tools": "attack\n"})
+	home, ws := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "p", "sub"), 0o755)
+	mustGit(t, home, filepath.Join(ws, "p", "sub"), "init", "-q")
+	var repo unix.Stat_t
+	if err := unix.Stat(filepath.Join(ws, "p", "sub", ".git"), &repo); err != nil {
+		t.Fatal(err)
+	}
+	deep := "/workspace/d/1/2/3/4/5/6/7/8/9"
+	for _, mv := range [][2]string{{"/workspace/p/sub", deep + "/sub"}, {"/workspace/p", deep + "/p"}} {
+		tr, _ := callToolIn(t, w, "mv", ws, "deep", "attack", "mv", mv[0], mv[1])
+		// A mount point: EBUSY, or EXDEV when the rename leaves its mount.
+		if got := results(tr.Content)["mv"]; !strings.Contains(got, "device or resource busy") && !strings.Contains(got, "cross-device") {
+			t.Errorf("mv %s %s: %q, want it refused", mv[0], mv[1], got)
+		}
+	}
+	for _, dir := range []string{"/workspace/p/sub", deep + "/sub", deep + "/p/sub"} {
+		callToolIn(t, w, "mv", ws, "deep", "attack", "hookrace", dir[:strings.LastIndex(dir, "/")], filepath.Join(t.TempDir(), "ran"), "1", dir[strings.LastIndex(dir, "/")+1:])
+	}
+	// The hook, looked for in the repository itself wherever it is.
+	filepath.WalkDir(ws, func(p string, e os.DirEntry, err error) error {
+		var st unix.Stat_t
+		if err == nil && e.IsDir() && e.Name() == ".git" && unix.Stat(p, &st) == nil && st.Ino == repo.Ino && st.Dev == repo.Dev {
+			if _, err := os.Stat(filepath.Join(p, "hooks", "post-checkout")); err == nil {
+				t.Errorf("a hook was planted in the repository, now at %s", p)
 			}
 		}
-		t.Logf("hold %s µs: %d racing calls, %d refused to start; the swap tool: %q", hold, calls, refused, swaps)
-	}
-	if ran == 0 {
-		t.Error("no racing call's sandbox started: the attack was never tried inside one")
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("a planted hook ran")
-	}
+		return nil
+	})
 }
 
 // callToolIn is callTool in a named session; with no tool_result it

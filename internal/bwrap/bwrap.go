@@ -341,9 +341,22 @@ func (s Spec) Args() ([]string, error) {
 // (what was bound there), and be an entry of the very directory the walk
 // listed it in (Dir) — a directory has one name, so its protection then
 // covers it however it is reached.
+//
+// A Tmpfs anchor is a tmpfs mounted at Dst to hide what lies there (the
+// runtime's own tree inside a workspace): Dst must be a mount of its own
+// (another device than Dir) of type tmpfs, in Dir; Mounted is not used.
+//
+// Under, when set, is what the name covers — the file the walk found
+// there: the entry of Dir's listing (its inode number, which a mount does
+// not change) must be it, so the mount sits on that very entry and not on
+// one bwrap made in its place (a bind of a directory onto itself shows
+// the same either way). A Pin is a directory bound writable over itself
+// so that no sandbox can move it (a mount point cannot be renamed): it is
+// not read-only.
 type Anchor struct {
-	Dst          string // absolute, in the sandbox
-	Dir, Mounted FileID
+	Dst                 string // absolute, in the sandbox
+	Dir, Mounted, Under FileID
+	Tmpfs, Pin          bool
 }
 
 // FileID is a file's identity: its device and inode numbers.

@@ -255,9 +255,7 @@ func (m *Manager) spawnBare(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group,
 		}
 		defer d.Close() // bwrap has its own copy once started
 		spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: d.Path, Dst: layout.SandboxWorkspace, FD: spec.Pass(d.File)})
-		for _, rel := range d.Hide {
-			spec.TmpfsAfter = append(spec.TmpfsAfter, filepath.Join(layout.SandboxWorkspace, rel))
-		}
+		sandbox.Hide(&spec, d, layout.SandboxWorkspace)
 	}
 	g := m.group(t, limits.Default)
 	p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true,

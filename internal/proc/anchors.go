@@ -33,6 +33,41 @@ func checkView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
 		return fmt.Errorf("view check: %w", err)
 	}
 	rootPath := "/proc/" + strconv.Itoa(child) + "/root"
+	// The child pinned: a /proc that does not show it (hidepid, another
+	// PID namespace's /proc) must not read as a child gone.
+	pidfd, err := unix.PidfdOpen(child, 0)
+	switch {
+	case err == nil:
+		defer unix.Close(pidfd)
+	case errors.Is(err, unix.ESRCH):
+		return nil // bwrap's child is gone: nothing runs
+	case errors.Is(err, unix.ENOSYS):
+		pidfd = -1 // Linux before 5.3: /proc alone tells
+	default:
+		return fmt.Errorf("view check: pidfd_open %d: %w", child, err)
+	}
+	gone := func(err error) bool {
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ESRCH) {
+			return false
+		}
+		if pidfd < 0 {
+			return true
+		}
+		// A process that is exiting has no root before its pidfd polls
+		// readable (the kernel lets go of its filesystem context first):
+		// wait for that a while. A child /proc does not show, alive, is
+		// not gone.
+		pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		for end := time.Now().Add(time.Second); ; {
+			n, perr := unix.Poll(pfd, 100)
+			if perr == nil && n == 1 {
+				return true
+			}
+			if perr != nil && perr != unix.EINTR || time.Now().After(end) {
+				return false
+			}
+		}
+	}
 	t0 := time.Now()
 	deadline := t0.Add(timeout)
 	// bwrap takes several milliseconds to make a view (a mount costs it
@@ -42,67 +77,148 @@ func checkView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
 	// a workspace with nested repositories ~0.5 ms (~2 %,
 	// BenchmarkToolCallNestedRepos); polling the child's mountinfo
 	// instead (POLLPRI at each of its ~80 mounts) cost more on two cores.
-	if d := time.Duration(viewTime.Load()) * 3 / 4; d > 0 {
-		nanosleep(min(d, timeout))
+	slept := time.Duration(viewTime.Load()) * 3 / 4
+	if slept > 0 {
+		slept = min(slept, maxFirstLook)
+		nanosleep(slept)
 	}
 	var root int
-	for {
+	for looks := 1; ; looks++ {
 		fd, err := unix.Open(rootPath, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+			if gone(err) {
 				return nil // bwrap's child is gone: nothing runs
 			}
-			return fmt.Errorf("view check: %w", err)
+			return fmt.Errorf("view check: the sandbox's view cannot be seen: %w", err)
 		}
 		var st, staged unix.Stat_t
 		if unix.Fstat(fd, &st) == nil && (st.Dev != host.Dev || st.Ino != host.Ino) &&
 			unix.Fstatat(fd, "newroot", &staged, unix.AT_SYMLINK_NOFOLLOW) == unix.ENOENT {
 			root = fd
+			// A moving average of the time views take, to sleep on next
+			// time; a view already made at the first look may have been
+			// made much sooner: the estimate halves.
+			took := int64(time.Since(t0))
+			if old := viewTime.Load(); old > 0 {
+				took = (7*old + took) / 8
+				if looks == 1 && slept > 0 {
+					took = old / 2
+				}
+			}
+			viewTime.Store(min(took, int64(maxFirstLook)))
 			break
 		}
 		unix.Close(fd)
 		if time.Now().After(deadline) {
 			return errors.New("view check: the sandbox did not make its view in " + timeout.String())
 		}
-		nanosleep(50 * time.Microsecond)
+		if time.Since(t0) < slept+maxFirstLook {
+			nanosleep(50 * time.Microsecond)
+		} else {
+			nanosleep(time.Millisecond) // a slow start (a loaded machine) is looked at less often
+		}
 	}
-	// A moving average of the time views take, to sleep on next time.
-	took := int64(time.Since(t0))
-	if old := viewTime.Load(); old > 0 {
-		took = (7*old + took) / 8
-	}
-	viewTime.Store(took)
 	rf := os.NewFile(uintptr(root), rootPath)
 	defer rf.Close()
-	var dir *os.File
-	dirName := ""
-	defer func() {
-		if dir != nil {
-			dir.Close()
-		}
-	}()
+	// One look at each directory: the anchors grouped by it.
+	byDir := map[string][]bwrap.Anchor{}
+	var dirs []string
 	for _, a := range anchors {
-		if d := path.Dir(a.Dst); d != dirName || dir == nil {
-			if dir != nil {
-				dir.Close()
-				dir = nil
-			}
-			dirName = d
-			f, err := safefs.OpenBeneath(rf, strings.TrimPrefix(d, "/"), unix.O_PATH|unix.O_DIRECTORY)
-			if err != nil {
-				return fmt.Errorf("%s: %w (%v)", d, bwrap.ErrMoved, err)
-			}
-			dir = f
-			if id, err := safefs.ID(dir); err != nil || bwrap.FileID(id) != a.Dir {
-				return fmt.Errorf("%s is not the directory the walk found: %w", d, bwrap.ErrMoved)
-			}
+		d := path.Dir(a.Dst)
+		if byDir[d] == nil {
+			dirs = append(dirs, d)
 		}
-		if err := checkAnchor(dir, a); err != nil {
+		byDir[d] = append(byDir[d], a)
+	}
+	for _, d := range dirs {
+		if err := checkDir(rf, d, byDir[d]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// checkDir checks the anchors in one directory d of the view: it must be
+// the directory they were found in, and each must be there as it was
+// bound (checkAnchor); where the listing's inode numbers can be trusted,
+// each name must also cover what was found there (Anchor.Under).
+func checkDir(root *os.File, d string, anchors []bwrap.Anchor) error {
+	dir, err := safefs.OpenBeneath(root, strings.TrimPrefix(d, "/"), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return fmt.Errorf("%s: %w (%v)", d, bwrap.ErrMoved, err)
+	}
+	defer dir.Close()
+	id, err := safefs.ID(dir)
+	if err != nil || bwrap.FileID(id) != anchors[0].Dir {
+		return fmt.Errorf("%s is not the directory the walk found: %w", d, bwrap.ErrMoved)
+	}
+	for _, a := range anchors {
+		if a.Dir != anchors[0].Dir {
+			return fmt.Errorf("%s: anchors disagree on its directory: %w", d, bwrap.ErrMoved)
+		}
+		if err := checkAnchor(dir, a); err != nil {
+			return err
+		}
+	}
+	under, err := listedInodes(dir, anchors)
+	if err != nil {
+		return fmt.Errorf("view check %s: %w", d, err)
+	}
+	for _, a := range anchors {
+		// A file on another device than its directory (a mount on the
+		// host) is listed under the inode it covers there: not compared.
+		if a.Under == (bwrap.FileID{}) || a.Under.Dev != id.Dev || under == nil {
+			continue
+		}
+		if ino, ok := under[path.Base(a.Dst)]; !ok || ino != a.Under.Ino {
+			return fmt.Errorf("%s covers another entry than the one found there: %w", a.Dst, bwrap.ErrMoved)
+		}
+	}
+	return nil
+}
+
+// listedInodes are the inode numbers dir's listing gives the anchors'
+// names, or nil where they cannot be trusted to be those stat gives (an
+// overlayfs may list other numbers): only the filesystems whose listings
+// the walk trusts (internal/workspace).
+func listedInodes(dir *os.File, anchors []bwrap.Anchor) (map[string]uint64, error) {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(dir.Fd()), &fs); err != nil {
+		return nil, err
+	}
+	switch int64(fs.Type) {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC, unix.F2FS_SUPER_MAGIC:
+	default:
+		return nil, nil
+	}
+	want := map[string]uint64{}
+	for _, a := range anchors {
+		if a.Under != (bwrap.FileID{}) {
+			want[path.Base(a.Dst)] = 0
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	fd, err := unix.Openat(int(dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	got := map[string]uint64{}
+	err = safefs.ReadDirentsIno(fd, make([]byte, 8<<10), func(name []byte, ino uint64, _ byte) error {
+		if _, ok := want[string(name)]; ok {
+			got[string(name)] = ino
+		}
+		return nil
+	})
+	return got, err
+}
+
+// maxFirstLook bounds the sleep before the first look at a view (and
+// the estimate it comes from): a few slow starts must not make the next
+// ones wait long after their views are made.
+const maxFirstLook = 20 * time.Millisecond
 
 // viewTime is a moving average of how long views took to be made, from
 // bwrap's child known to its view final (ns).
@@ -116,7 +232,8 @@ func nanosleep(d time.Duration) {
 	}
 }
 
-// checkAnchor checks one anchor in its directory, already checked.
+// checkAnchor checks one anchor in its directory, already checked (its
+// identity is a.Dir).
 func checkAnchor(dir *os.File, a bwrap.Anchor) error {
 	fd, err := unix.Openat(int(dir.Fd()), path.Base(a.Dst), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -128,13 +245,22 @@ func checkAnchor(dir *os.File, a bwrap.Anchor) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("view check %s: %w", a.Dst, err)
 	}
+	if a.Tmpfs {
+		if err := unix.Fstatfs(fd, &fs); err != nil {
+			return fmt.Errorf("view check %s: %w", a.Dst, err)
+		}
+		if st.Dev == a.Dir.Dev || fs.Type != unix.TMPFS_MAGIC {
+			return fmt.Errorf("%s is not the tmpfs that hides it: %w", a.Dst, bwrap.ErrMoved)
+		}
+		return nil
+	}
 	if (bwrap.FileID{Dev: st.Dev, Ino: st.Ino}) != a.Mounted {
 		return fmt.Errorf("%s is not what was bound there: %w", a.Dst, bwrap.ErrMoved)
 	}
 	if err := unix.Fstatfs(fd, &fs); err != nil {
 		return fmt.Errorf("view check %s: %w", a.Dst, err)
 	}
-	if fs.Flags&unix.ST_RDONLY == 0 {
+	if fs.Flags&unix.ST_RDONLY == 0 && !a.Pin {
 		return fmt.Errorf("%s is writable: %w", a.Dst, bwrap.ErrMoved)
 	}
 	return nil

@@ -45,6 +45,7 @@ type Proc struct {
 	// bwrap's --info-fd while it starts.
 	egress *egress.Proxy
 	info   *os.File
+	infoW  *os.File // closed once bwrap has its copy: a bwrap that dies before writing reads as EOF
 }
 
 // Options for Start.
@@ -90,7 +91,7 @@ func Start(o Options) (*Proc, error) {
 	defer filter.Close() // bwrap has its own copy once started
 	o.Spec.Files = slices.Clip(o.Spec.Files)
 	o.Spec.SeccompFD = o.Spec.Pass(filter)
-	var info *os.File
+	var info, infoW *os.File
 	if o.Spec.Egress != nil || len(o.Spec.Anchors) > 0 {
 		// A net sandbox is connected, and a view with anchors checked,
 		// while it is held: bwrap's --info-fd names the child whose
@@ -102,7 +103,7 @@ func Start(o Options) (*Proc, error) {
 		defer ir.Close()
 		defer iw.Close()
 		o.Spec.InfoFD = o.Spec.Pass(iw)
-		info = ir
+		info, infoW = ir, iw
 	}
 	// The environment (secrets: an MCP server's --env, an acp-v1 agent's
 	// keys, .d/env) goes through a descriptor, never argv. spec: X11, B3
@@ -159,7 +160,7 @@ func Start(o Options) (*Proc, error) {
 	if max <= 0 {
 		max = 64 << 10
 	}
-	p := &Proc{cmd: cmd, stderr: &Tail{Max: max}, done: make(chan struct{}), gate: g, info: info}
+	p := &Proc{cmd: cmd, stderr: &Tail{Max: max}, done: make(chan struct{}), gate: g, info: info, infoW: infoW}
 	cmd.Stderr = p.stderr
 	if p.Stdout, err = cmd.StdoutPipe(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -250,6 +251,9 @@ func Start(o Options) (*Proc, error) {
 func (p *Proc) attach(o Options) error {
 	if o.Spec.Egress == nil && len(o.Spec.Anchors) == 0 {
 		return nil
+	}
+	if p.infoW != nil {
+		_ = p.infoW.Close()
 	}
 	child, err := childPid(p.info, 10*time.Second)
 	if err != nil {

@@ -306,6 +306,13 @@ func WithinPath(dir *os.File, anc string) (bool, error) {
 // DT_UNKNOWN where the filesystem does not say), "." and ".." left out,
 // in directory order. It stops at fn's first error and returns it.
 func ReadDirents(fd int, buf []byte, fn func(name []byte, typ byte) error) error {
+	return ReadDirentsIno(fd, buf, func(name []byte, _ uint64, typ byte) error { return fn(name, typ) })
+}
+
+// ReadDirentsIno is ReadDirents with each entry's inode number as its
+// directory holds it: for a name a mount covers, the covered file's, not
+// the mount's (what stat shows).
+func ReadDirentsIno(fd int, buf []byte, fn func(name []byte, ino uint64, typ byte) error) error {
 	for {
 		k, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
@@ -332,7 +339,7 @@ func ReadDirents(fd int, buf []byte, fn func(name []byte, typ byte) error) error
 			if string(name) == "." || string(name) == ".." {
 				continue
 			}
-			if err := fn(name, typ); err != nil {
+			if err := fn(name, binary.NativeEndian.Uint64(buf[off-reclen:]), typ); err != nil {
 				return err
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -230,9 +231,7 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 			}
 		} else {
 			mount(&s.Mounts, d.File, d.Path, m.Dst, false)
-			for _, rel := range d.Hide {
-				s.TmpfsAfter = append(s.TmpfsAfter, filepath.Join(m.Dst, rel))
-			}
+			Hide(&s, d, m.Dst)
 		}
 	}
 	if pol := v.Def.Net(); pol.Enabled() {
@@ -326,12 +325,7 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, found workspace.Protection, byFD bool,
 	mount func(*[]bwrap.Mount, *os.File, string, string, bool), log *slog.Logger) error {
 	// d.File itself is already held (mounted); Held closes it.
-	for _, rel := range d.Hide {
-		// A workspace such as $HOME can contain CTX_ROOT or the runtime
-		// dir: hidden, or the agent could write events.jsonl, its own .d/
-		// controls and tools, and read home/<uid>/secrets/.
-		s.TmpfsAfter = append(s.TmpfsAfter, filepath.Join(dst, rel))
-	}
+	Hide(s, d, dst)
 	switch {
 	case found.ReadOnly:
 		// Fail closed: what the walk did not reach may hold a repository
@@ -343,6 +337,38 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 	case found.Granted != "":
 		log.Warn("protected-path walk stopped early; writable by .d/protect, deeper paths not protected",
 			"agent", v.Def.Name, "dir", d.Path, "at", dst, "why", found.Truncated, "grant", found.Granted)
+	}
+	// Pins: every directory on the way to a nested protected path (or to
+	// a hidden runtime tree) is bound over itself, writable as it was, so
+	// that no sandbox of the workspace can rename or remove it — it is a
+	// mount point in each view (EBUSY). Moved, such a directory would take
+	// a repository out from under the protection of the next sandbox:
+	// below the walk's depth (one rename, no race), or away from a
+	// protection bwrap mounts by path (the anchors catch that one).
+	pins := pinDirs(found.Entries, d.Hide)
+	if len(pins) > maxPins {
+		log.Warn("too many directories to pin; the deepest can be moved", "agent", v.Def.Name, "dir", d.Path, "pins", len(pins), "max", maxPins)
+		pins = pins[:maxPins]
+	}
+	pinned := map[string]safefs.Identity{}
+	if top, err := safefs.ID(d.File); err == nil {
+		pinned["."] = top
+	}
+	for _, rel := range pins {
+		f, err := safefs.OpenBeneath(d.File, rel, unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return fmt.Errorf("protected path below %s: %w", filepath.Join(d.Path, rel), bwrap.ErrMoved)
+		}
+		id, err := safefs.ID(f)
+		parent, ok := pinned[path.Dir(rel)] // parents come first
+		if err != nil || !ok {
+			f.Close()
+			return fmt.Errorf("protected path below %s: %w", filepath.Join(d.Path, rel), bwrap.ErrMoved)
+		}
+		pinned[rel] = id
+		at := filepath.Join(dst, rel)
+		mount(&s.Mounts, f, filepath.Join(d.Path, rel), at, true)
+		s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: at, Dir: bwrap.FileID(parent), Mounted: bwrap.FileID(id), Under: bwrap.FileID(id), Pin: true})
 	}
 	for _, e := range found.Entries {
 		at := filepath.Join(dst, e.Rel)
@@ -361,7 +387,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			h.releases = append(h.releases, release)
 			if !ph {
 				mount(&s.Mounts, f, src, at, false)
-				if err := anchor(s, e, at, f); err != nil {
+				if err := anchor(s, e, at, f, safefs.Identity{}); err != nil {
 					return fmt.Errorf("protected path %s: %w", src, err)
 				}
 				break
@@ -371,13 +397,14 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			// name (ENOENT), an empty unwritable file at a file name — never
 			// the placeholder's mode-000 entry (EACCES kills agents that
 			// read their config at start).
+			phID, _ := safefs.ID(f)
 			f.Close()
 			af, apath, err := h.absentSource(v.Layout.Runtime, path.Base(e.Rel))
 			if err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}
 			mount(&s.Mounts, af, apath, at, false)
-			if err := anchor(s, e, at, af); err != nil {
+			if err := anchor(s, e, at, af, phID); err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}
 		case e.Kind == workspace.KindAbsent:
@@ -394,7 +421,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 				continue // gone since the walk: a name at the top cannot move out of its view
 			}
 			mount(&s.Mounts, f, src, at, false)
-			if err := anchor(s, e, at, f); err != nil {
+			if err := anchor(s, e, at, f, safefs.Identity{}); err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}
 		}
@@ -416,6 +443,56 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 	return nil
 }
 
+// Hide covers the runtime's trees inside d (bound at dst) with a tmpfs
+// each: a workspace such as $HOME can contain CTX_ROOT or the runtime
+// dir, and the agent could write events.jsonl, its own .d/ controls and
+// tools, and read home/<uid>/secrets/. One below a subdirectory of d is
+// anchored where Open found it (bwrap.Anchor). spec: B1
+func Hide(s *bwrap.Spec, d *workspace.Dir, dst string) {
+	for i, rel := range d.Hide {
+		at := filepath.Join(dst, rel)
+		s.TmpfsAfter = append(s.TmpfsAfter, at)
+		if strings.Contains(rel, "/") && i < len(d.HideIn) && i < len(d.HideID) {
+			s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: at, Dir: bwrap.FileID(d.HideIn[i]), Under: bwrap.FileID(d.HideID[i]), Tmpfs: true})
+		}
+	}
+}
+
+// maxPins bounds the directories one view pins (each is a mount).
+const maxPins = 256
+
+// pinDirs are the directories (relative, parents first) on the way to
+// each nested protected path that is bound and to each hidden tree.
+func pinDirs(entries []workspace.Entry, hide []string) []string {
+	set := map[string]bool{}
+	add := func(rel string) {
+		for d := path.Dir(rel); d != "." && d != "/" && !set[d]; d = path.Dir(d) {
+			set[d] = true
+		}
+	}
+	for _, e := range entries {
+		if e.Kind != workspace.KindSymlink && strings.Contains(e.Rel, "/") {
+			add(e.Rel)
+		}
+	}
+	for _, rel := range hide {
+		add(filepath.ToSlash(rel))
+	}
+	out := make([]string, 0, len(set))
+	for d := range set {
+		out = append(out, d)
+	}
+	// Parents first (a mount over a parent would hide its children's),
+	// shallow ones kept when the bound cuts.
+	slices.SortFunc(out, func(a, b string) int {
+		if c := strings.Count(a, "/") - strings.Count(b, "/"); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return out
+}
+
 // nested reports whether e lies below a subdirectory of the walked
 // directory: the directories on its path can be moved, the top cannot (it
 // is the mount's own root).
@@ -426,7 +503,9 @@ func nested(e workspace.Entry) bool { return strings.Contains(e.Rel, "/") }
 // A name at the top needs none — its directory is the mount's root, and
 // renaming the name itself is refused (EBUSY) in every view that mounts
 // it. spec: B1
-func anchor(s *bwrap.Spec, e workspace.Entry, dst string, f *os.File) error {
+// under is what the mount covers there (the zero value: f itself, a
+// path bound over itself).
+func anchor(s *bwrap.Spec, e workspace.Entry, dst string, f *os.File, under safefs.Identity) error {
 	if !nested(e) {
 		return nil
 	}
@@ -434,7 +513,10 @@ func anchor(s *bwrap.Spec, e workspace.Entry, dst string, f *os.File) error {
 	if err != nil {
 		return err
 	}
-	s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: dst, Dir: bwrap.FileID(e.Dir), Mounted: bwrap.FileID(id)})
+	if under == (safefs.Identity{}) {
+		under = id
+	}
+	s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: dst, Dir: bwrap.FileID(e.Dir), Mounted: bwrap.FileID(id), Under: bwrap.FileID(under)})
 	return nil
 }
 

@@ -244,21 +244,66 @@ func TestBuildAnchorsNested(t *testing.T) {
 			t.Errorf("no anchor for %s in %+v", c.dst, s.Anchors)
 			continue
 		}
-		if a.Dir != id(c.dir) || a.Mounted != id(c.mounted) {
-			t.Errorf("anchor %+v: want dir %v mounted %v", a, id(c.dir), id(c.mounted))
+		if a.Dir != id(c.dir) || a.Mounted != id(c.mounted) || a.Under != id(c.mounted) || a.Pin {
+			t.Errorf("anchor %+v: want dir %v mounted and under %v", a, id(c.dir), id(c.mounted))
 		}
+	}
+	// Every directory on the way is pinned (bound over itself,
+	// writable), parents first, in its own parent.
+	var pins []string
+	for _, a := range s.Anchors {
+		if a.Pin {
+			rel := strings.TrimPrefix(a.Dst, "/workspace/")
+			pins = append(pins, rel)
+			if a.Mounted != id(rel) || a.Under != id(rel) || a.Dir != id(filepath.Dir(rel)) {
+				t.Errorf("pin %+v: want dir %v, mounted and under %v", a, id(filepath.Dir(rel)), id(rel))
+			}
+		}
+	}
+	if want := []string{"bare.git", "deep", "sub", "deep/er"}; !slices.Equal(pins, want) {
+		t.Errorf("pins %v, want %v", pins, want)
 	}
 	// The absent hooks/ of the bare repository: its placeholder's absent
 	// source is what is mounted, in the bare repository's directory.
-	if a, ok := got["/workspace/bare.git/hooks"]; !ok || a.Dir != id("bare.git") {
+	if a, ok := got["/workspace/bare.git/hooks"]; !ok || a.Dir != id("bare.git") || a.Under != id("bare.git/hooks") {
 		t.Errorf("hooks placeholder anchor %+v (found %v)", a, ok)
 	}
-	for dst := range got {
-		if strings.Count(strings.TrimPrefix(dst, "/workspace/"), "/") == 0 {
+	for dst, a := range got {
+		if strings.Count(strings.TrimPrefix(dst, "/workspace/"), "/") == 0 && !a.Pin {
 			t.Errorf("a name at the top has an anchor: %s", dst)
 		}
 	}
-	if len(got) != 4 {
-		t.Errorf("%d anchors, want 4: %+v", len(got), s.Anchors)
+	if len(got) != 8 {
+		t.Errorf("%d anchors, want 8 (4 paths, 4 pins): %+v", len(got), s.Anchors)
+	}
+}
+
+// TestHideAnchored (spec: B1): CTX_ROOT inside the workspace below a
+// subdirectory is hidden by a tmpfs anchored in the directory Open found
+// holding it, over it, so a sandbox whose tmpfs landed elsewhere (that
+// directory moved meanwhile) never runs; the directory is pinned, so no
+// sandbox can move it.
+func TestHideAnchored(t *testing.T) {
+	v := view(t)
+	ws := v.Workspace
+	v.Layout.Root = filepath.Join(ws, "data", "root")
+	os.MkdirAll(v.Layout.Root, 0o755)
+	s, h, err := v.Build([]string{"/x"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Ended()
+	h.Started()
+	id := func(rel string) bwrap.FileID {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(ws, rel), &st); err != nil {
+			t.Fatal(err)
+		}
+		return bwrap.FileID{Dev: st.Dev, Ino: st.Ino}
+	}
+	want := bwrap.Anchor{Dst: "/workspace/data/root", Dir: id("data"), Under: id("data/root"), Tmpfs: true}
+	pin := bwrap.Anchor{Dst: "/workspace/data", Dir: id("."), Mounted: id("data"), Under: id("data"), Pin: true}
+	if !slices.Contains(s.Anchors, want) || !slices.Contains(s.Anchors, pin) || !slices.Contains(s.TmpfsAfter, want.Dst) {
+		t.Errorf("anchors %+v, tmpfs %v: want %+v and %+v", s.Anchors, s.TmpfsAfter, want, pin)
 	}
 }

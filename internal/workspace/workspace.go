@@ -137,6 +137,12 @@ type Dir struct {
 	// Hide are CTX_ROOT and the runtime dir when the directory contains
 	// them: their paths relative to it, to be covered by a tmpfs.
 	Hide []string
+	// HideIn is, for each of Hide, the directory found holding it: a
+	// tmpfs mounted by path below a directory moved meanwhile would hide
+	// nothing (bwrap.Anchor).
+	HideIn []safefs.Identity
+	// HideID is, for each of Hide, the hidden directory itself.
+	HideID []safefs.Identity
 }
 
 // Close closes the descriptor.
@@ -298,7 +304,15 @@ func Open(path string, o Options) (*Dir, error) {
 		if err != nil || !inside {
 			return nil, refuse("contains %s at a path that cannot be hidden", own)
 		}
-		check, err := safefs.OpenBeneath(f, rel, unix.O_PATH|unix.O_DIRECTORY)
+		// The directory holding it, then it in that directory: the
+		// identity kept is of a directory that held it.
+		holder, err := safefs.OpenBeneath(f, filepath.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return nil, refuse("contains %s at a path that cannot be hidden: %v", own, err)
+		}
+		check, err := safefs.OpenBeneath(holder, filepath.Base(rel), unix.O_PATH|unix.O_DIRECTORY)
+		hid, _ := safefs.ID(holder)
+		holder.Close()
 		if err != nil {
 			return nil, refuse("contains %s at a path that cannot be hidden: %v", own, err)
 		}
@@ -308,6 +322,8 @@ func Open(path string, o Options) (*Dir, error) {
 			return nil, refuse("contains %s at a path that cannot be hidden", own)
 		}
 		d.Hide = append(d.Hide, rel)
+		d.HideIn = append(d.HideIn, hid)
+		d.HideID = append(d.HideID, oid)
 	}
 	ok = true
 	return d, nil
