@@ -436,8 +436,11 @@ func TestSecurityProtectedRepoMovedDeep(t *testing.T) {
 			t.Errorf("mv %s %s: %q, want it refused", mv[0], mv[1], got)
 		}
 	}
-	for _, dir := range []string{"/workspace/p/sub", deep + "/sub", deep + "/p/sub"} {
-		callToolIn(t, w, "mv", ws, "deep", "attack", "hookrace", dir[:strings.LastIndex(dir, "/")], filepath.Join(t.TempDir(), "ran"), "1", dir[strings.LastIndex(dir, "/")+1:])
+	for i, dir := range []string{"/workspace/p/sub", deep + "/sub", deep + "/p/sub"} {
+		tr, _ := callToolIn(t, w, "mv", ws, "deep", "attack", "hookrace", dir[:strings.LastIndex(dir, "/")], filepath.Join(t.TempDir(), "ran"), "1", dir[strings.LastIndex(dir, "/")+1:])
+		if i == 0 && !strings.Contains(tr.Content, "tries=") {
+			t.Errorf("the hook was not tried where the repository is: %q %q", tr.Content, tr.Message)
+		}
 	}
 	// The hook, looked for in the repository itself wherever it is.
 	filepath.WalkDir(ws, func(p string, e os.DirEntry, err error) error {

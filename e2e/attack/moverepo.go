@@ -8,9 +8,9 @@ import (
 )
 
 // hookrace: from a sandbox started while a repository moves (on the
-// host, or by a tool: mv), plant a hook in the moving repository under each NAME it may have (DIR/NAME/.git/hooks),
-// trying for up to MS milliseconds. Prints planted:NAME=ok for a hook
-// written (a wall broken) and tries=N.
+// host, or by a tool: mv), plant a hook in it under each NAME it may
+// have (DIR/NAME/.git/hooks), trying for up to MS milliseconds. Prints
+// planted:NAME=ok for a hook written (a wall broken) and tries=N.
 //
 //	hookrace DIR MARKER MS NAME...
 func init() {

@@ -255,7 +255,9 @@ func (m *Manager) spawnBare(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group,
 		}
 		defer d.Close() // bwrap has its own copy once started
 		spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: d.Path, Dst: layout.SandboxWorkspace, FD: spec.Pass(d.File)})
-		sandbox.Hide(&spec, d, layout.SandboxWorkspace)
+		if err := sandbox.Hide(&spec, d, layout.SandboxWorkspace); err != nil {
+			return nil, nil, nil, fmt.Errorf("workspace: %w", err)
+		}
 	}
 	g := m.group(t, limits.Default)
 	p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true,

@@ -66,3 +66,32 @@ func TestReadDirents(t *testing.T) {
 		t.Error("DirentType")
 	}
 }
+
+// TestReadDirentsIno: the inode number each entry is listed with is the
+// one stat gives it (a mount would change what stat gives, not that).
+func TestReadDirentsIno(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		os.Mkdir(filepath.Join(dir, n), 0o755)
+	}
+	os.WriteFile(filepath.Join(dir, "f"), nil, 0o644)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	seen := 0
+	if err := ReadDirentsIno(fd, make([]byte, 64), func(name []byte, ino uint64, _ byte) error {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, string(name)), &st); err != nil || st.Ino != ino {
+			t.Errorf("%s listed as inode %d, stat %d (%v)", name, ino, st.Ino, err)
+		}
+		seen++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if seen != 4 {
+		t.Errorf("%d entries listed, want 4", seen)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -231,7 +230,9 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 			}
 		} else {
 			mount(&s.Mounts, d.File, d.Path, m.Dst, false)
-			Hide(&s, d, m.Dst)
+			if err := Hide(&s, d, m.Dst); err != nil {
+				return s, nil, err
+			}
 		}
 	}
 	if pol := v.Def.Net(); pol.Enabled() {
@@ -325,7 +326,10 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, found workspace.Protection, byFD bool,
 	mount func(*[]bwrap.Mount, *os.File, string, string, bool), log *slog.Logger) error {
 	// d.File itself is already held (mounted); Held closes it.
-	Hide(s, d, dst)
+	ls := &listed{d: d}
+	if err := hide(s, d, dst, ls); err != nil {
+		return err
+	}
 	switch {
 	case found.ReadOnly:
 		// Fail closed: what the walk did not reach may hold a repository
@@ -338,37 +342,31 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 		log.Warn("protected-path walk stopped early; writable by .d/protect, deeper paths not protected",
 			"agent", v.Def.Name, "dir", d.Path, "at", dst, "why", found.Truncated, "grant", found.Granted)
 	}
-	// Pins: every directory on the way to a nested protected path (or to
-	// a hidden runtime tree) is bound over itself, writable as it was, so
+	// Pins: every directory on the way to a nested repository (or to a
+	// hidden runtime tree) is bound over itself, writable as it was, so
 	// that no sandbox of the workspace can rename or remove it — it is a
 	// mount point in each view (EBUSY). Moved, such a directory would take
-	// a repository out from under the protection of the next sandbox:
-	// below the walk's depth (one rename, no race), or away from a
-	// protection bwrap mounts by path (the anchors catch that one).
-	pins := pinDirs(found.Entries, d.Hide)
-	if len(pins) > maxPins {
-		log.Warn("too many directories to pin; the deepest can be moved", "agent", v.Def.Name, "dir", d.Path, "pins", len(pins), "max", maxPins)
-		pins = pins[:maxPins]
-	}
-	pinned := map[string]safefs.Identity{}
-	if top, err := safefs.ID(d.File); err == nil {
-		pinned["."] = top
+	// a repository below the walk's depth (one rename, no race), or away
+	// from a protection bwrap mounts by path (the anchors catch that one).
+	// More than workspace.MaxPins cut the walk short (Protect): only a
+	// `partial` grant gets here with them, and keeps the shallowest.
+	pins := workspace.PinDirs(found.Entries, d.Hide)
+	if len(pins) > workspace.MaxPins {
+		pins = pins[:workspace.MaxPins]
 	}
 	for _, rel := range pins {
 		f, err := safefs.OpenBeneath(d.File, rel, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			return fmt.Errorf("protected path below %s: %w", filepath.Join(d.Path, rel), bwrap.ErrMoved)
 		}
-		id, err := safefs.ID(f)
-		parent, ok := pinned[path.Dir(rel)] // parents come first
-		if err != nil || !ok {
-			f.Close()
-			return fmt.Errorf("protected path below %s: %w", filepath.Join(d.Path, rel), bwrap.ErrMoved)
-		}
-		pinned[rel] = id
 		at := filepath.Join(dst, rel)
 		mount(&s.Mounts, f, filepath.Join(d.Path, rel), at, true)
-		s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: at, Dir: bwrap.FileID(parent), Mounted: bwrap.FileID(id), Under: bwrap.FileID(id), Pin: true})
+		dir, under, err := ls.find(rel)
+		id, ierr := safefs.ID(f)
+		if err != nil || ierr != nil {
+			return fmt.Errorf("protected path below %s: %w", filepath.Join(d.Path, rel), bwrap.ErrMoved)
+		}
+		s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: at, Dir: dir, Mounted: bwrap.FileID(id), Under: under, Pin: true})
 	}
 	for _, e := range found.Entries {
 		at := filepath.Join(dst, e.Rel)
@@ -387,7 +385,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			h.releases = append(h.releases, release)
 			if !ph {
 				mount(&s.Mounts, f, src, at, false)
-				if err := anchor(s, e, at, f, safefs.Identity{}); err != nil {
+				if err := anchor(s, e, at, f, ls); err != nil {
 					return fmt.Errorf("protected path %s: %w", src, err)
 				}
 				break
@@ -397,14 +395,13 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 			// name (ENOENT), an empty unwritable file at a file name — never
 			// the placeholder's mode-000 entry (EACCES kills agents that
 			// read their config at start).
-			phID, _ := safefs.ID(f)
 			f.Close()
 			af, apath, err := h.absentSource(v.Layout.Runtime, path.Base(e.Rel))
 			if err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}
 			mount(&s.Mounts, af, apath, at, false)
-			if err := anchor(s, e, at, af, phID); err != nil {
+			if err := anchor(s, e, at, af, ls); err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}
 		case e.Kind == workspace.KindAbsent:
@@ -421,7 +418,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 				continue // gone since the walk: a name at the top cannot move out of its view
 			}
 			mount(&s.Mounts, f, src, at, false)
-			if err := anchor(s, e, at, f, safefs.Identity{}); err != nil {
+			if err := anchor(s, e, at, f, ls); err != nil {
 				return fmt.Errorf("protected path %s: %w", src, err)
 			}
 		}
@@ -448,49 +445,72 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 // dir, and the agent could write events.jsonl, its own .d/ controls and
 // tools, and read home/<uid>/secrets/. One below a subdirectory of d is
 // anchored where Open found it (bwrap.Anchor). spec: B1
-func Hide(s *bwrap.Spec, d *workspace.Dir, dst string) {
+func Hide(s *bwrap.Spec, d *workspace.Dir, dst string) error {
+	return hide(s, d, dst, &listed{d: d})
+}
+
+func hide(s *bwrap.Spec, d *workspace.Dir, dst string, ls *listed) error {
 	for i, rel := range d.Hide {
 		at := filepath.Join(dst, rel)
 		s.TmpfsAfter = append(s.TmpfsAfter, at)
-		if strings.Contains(rel, "/") && i < len(d.HideIn) && i < len(d.HideID) {
-			s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: at, Dir: bwrap.FileID(d.HideIn[i]), Under: bwrap.FileID(d.HideID[i]), Tmpfs: true})
+		if !strings.Contains(rel, "/") || i >= len(d.HideIn) {
+			continue
 		}
+		_, under, err := ls.find(rel)
+		if err != nil {
+			return fmt.Errorf("hidden %s: %w", filepath.Join(d.Path, rel), bwrap.ErrMoved)
+		}
+		s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: at, Dir: bwrap.FileID(d.HideIn[i]), Under: under, Tmpfs: true})
 	}
+	return nil
 }
 
-// maxPins bounds the directories one view pins (each is a mount).
-const maxPins = 256
+// listed reads, once each, the listings of the directories below d that
+// hold anchored names: the inode number a listing gives a name is what a
+// mount there covers (Anchor.Under), the same in the view's listing of
+// the same directory whatever the filesystem — stat would show the mount.
+type listed struct {
+	d    *workspace.Dir
+	dirs map[string]listing
+}
 
-// pinDirs are the directories (relative, parents first) on the way to
-// each nested protected path that is bound and to each hidden tree.
-func pinDirs(entries []workspace.Entry, hide []string) []string {
-	set := map[string]bool{}
-	add := func(rel string) {
-		for d := path.Dir(rel); d != "." && d != "/" && !set[d]; d = path.Dir(d) {
-			set[d] = true
+type listing struct {
+	id   bwrap.FileID
+	inos map[string]uint64
+}
+
+// find is the directory holding rel (its identity) and rel's entry in
+// its listing.
+func (l *listed) find(rel string) (dir, under bwrap.FileID, err error) {
+	parent := path.Dir(rel)
+	li, ok := l.dirs[parent]
+	if !ok {
+		f, err := safefs.OpenBeneath(l.d.File, parent, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			return dir, under, err
 		}
-	}
-	for _, e := range entries {
-		if e.Kind != workspace.KindSymlink && strings.Contains(e.Rel, "/") {
-			add(e.Rel)
+		defer f.Close()
+		id, err := safefs.ID(f)
+		if err != nil {
+			return dir, under, err
 		}
-	}
-	for _, rel := range hide {
-		add(filepath.ToSlash(rel))
-	}
-	out := make([]string, 0, len(set))
-	for d := range set {
-		out = append(out, d)
-	}
-	// Parents first (a mount over a parent would hide its children's),
-	// shallow ones kept when the bound cuts.
-	slices.SortFunc(out, func(a, b string) int {
-		if c := strings.Count(a, "/") - strings.Count(b, "/"); c != 0 {
-			return c
+		li = listing{id: bwrap.FileID(id), inos: map[string]uint64{}}
+		if err := safefs.ReadDirentsIno(int(f.Fd()), make([]byte, 8<<10), func(name []byte, ino uint64, _ byte) error {
+			li.inos[string(name)] = ino
+			return nil
+		}); err != nil {
+			return dir, under, err
 		}
-		return strings.Compare(a, b)
-	})
-	return out
+		if l.dirs == nil {
+			l.dirs = map[string]listing{}
+		}
+		l.dirs[parent] = li
+	}
+	ino, ok := li.inos[path.Base(rel)]
+	if !ok {
+		return dir, under, unix.ENOENT
+	}
+	return li.id, bwrap.FileID{Dev: li.id.Dev, Ino: ino}, nil
 }
 
 // nested reports whether e lies below a subdirectory of the walked
@@ -503,9 +523,9 @@ func nested(e workspace.Entry) bool { return strings.Contains(e.Rel, "/") }
 // A name at the top needs none — its directory is the mount's root, and
 // renaming the name itself is refused (EBUSY) in every view that mounts
 // it. spec: B1
-// under is what the mount covers there (the zero value: f itself, a
-// path bound over itself).
-func anchor(s *bwrap.Spec, e workspace.Entry, dst string, f *os.File, under safefs.Identity) error {
+// What the mount covers is rel's entry in its directory's listing
+// (listed).
+func anchor(s *bwrap.Spec, e workspace.Entry, dst string, f *os.File, ls *listed) error {
 	if !nested(e) {
 		return nil
 	}
@@ -513,10 +533,11 @@ func anchor(s *bwrap.Spec, e workspace.Entry, dst string, f *os.File, under safe
 	if err != nil {
 		return err
 	}
-	if under == (safefs.Identity{}) {
-		under = id
+	_, under, err := ls.find(e.Rel)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", bwrap.ErrMoved, err)
 	}
-	s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: dst, Dir: bwrap.FileID(e.Dir), Mounted: bwrap.FileID(id), Under: bwrap.FileID(under)})
+	s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: dst, Dir: bwrap.FileID(e.Dir), Mounted: bwrap.FileID(id), Under: under})
 	return nil
 }
 

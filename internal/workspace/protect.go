@@ -409,6 +409,11 @@ type Protection struct {
 // judges whether it may be bound writable.
 func Protect(d *Dir, g Grants) Protection {
 	p := Protection{Found: Walk(d.File, g, d.Hide)}
+	if p.Truncated == "" && len(PinDirs(p.Entries, d.Hide)) > MaxPins {
+		// More directories to pin than a view pins: one left unpinned
+		// could be moved, with its repository, below the walk's reach.
+		p.Truncated = "more than " + strconv.Itoa(MaxPins) + " directories lead to repositories"
+	}
 	if p.Truncated == "" {
 		return p
 	}
@@ -446,4 +451,44 @@ func (p Protection) Warning(d *Dir, at, agent string) string {
 		"editor and shell files) stopped early (%s), so nested repositories past that bound could not be protected; "+
 		"to bind it writable with only the paths found protected, add the line `partial %s` to agent/%s.d/protect",
 		at, p.Truncated, d.Path, agent)
+}
+
+// MaxPins bounds the directories a view pins (each is a mount): a
+// directory whose walk finds more is cut short (Protect).
+const MaxPins = 256
+
+// PinDirs are the directories (relative, parents first) on the way to
+// each nested repository's protected path (a .git, a bare repository's
+// hooks/ and config) and to each hidden tree (Dir.Hide). A view binds
+// each over itself so that no sandbox can rename or remove it — a mount
+// point cannot be — and so move a repository below the walk's reach or
+// away from a protection mounted by path. Other protected names are not
+// pinned: what loads them asks first (direnv's allow, an editor's or an
+// agent's trust), and every pin makes renames across it fail (EXDEV).
+func PinDirs(entries []Entry, hide []string) []string {
+	set := map[string]bool{}
+	add := func(rel string) {
+		for d := path.Dir(rel); d != "." && d != "/" && !set[d]; d = path.Dir(d) {
+			set[d] = true
+		}
+	}
+	for _, e := range entries {
+		if e.Repo && e.Kind != KindSymlink && strings.Contains(e.Rel, "/") {
+			add(e.Rel)
+		}
+	}
+	for _, rel := range hide {
+		add(rel) // slash-separated: Linux
+	}
+	out := make([]string, 0, len(set))
+	for d := range set {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b string) int { // parents first
+		if c := strings.Count(a, "/") - strings.Count(b, "/"); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return out
 }

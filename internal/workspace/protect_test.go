@@ -3,9 +3,12 @@ package workspace
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cortexfs/ctx/internal/layout"
 )
 
 // plant makes n directories each holding an empty .envrc (a protected
@@ -120,5 +123,47 @@ func TestSnapshotIncomplete(t *testing.T) {
 	w := before.Incomplete(after, "/workspace")
 	if !strings.Contains(w, "/workspace") || !strings.Contains(w, "more than 1024 protected paths") || !strings.Contains(w, "not reported") {
 		t.Errorf("Incomplete = %q", w)
+	}
+}
+
+// TestPinDirs (spec: B1): the directories to pin are those on the way to
+// nested repositories and hidden trees, parents first — not those on the
+// way to other protected names or symlinked ones.
+func TestPinDirs(t *testing.T) {
+	got := PinDirs([]Entry{
+		{Rel: ".git", Kind: KindDir, Repo: true},
+		{Rel: "vendor/c/.git", Kind: KindDir, Repo: true},
+		{Rel: "vendor/b/.git", Kind: KindFile, Repo: true},
+		{Rel: "srv/bare.git/hooks", Kind: KindAbsent, Repo: true},
+		{Rel: "x/y/.vscode", Kind: KindDir},
+		{Rel: "l/.git", Kind: KindSymlink, Repo: true},
+	}, []string{"home/.local/share/ctx"})
+	want := []string{"home", "srv", "vendor", "home/.local", "srv/bare.git", "vendor/b", "vendor/c", "home/.local/share"}
+	if !slices.Equal(got, want) {
+		t.Errorf("PinDirs = %v, want %v", got, want)
+	}
+}
+
+// TestProtectTooManyPins (spec: B1): a directory whose walk finds more
+// directories leading to repositories than a view pins is cut short
+// (read-only) — an agent making decoys must not push a real repository's
+// directories out of the pins.
+func TestProtectTooManyPins(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i <= MaxPins; i++ {
+		os.MkdirAll(filepath.Join(dir, "d"+strconv.Itoa(i), ".git"), 0o755)
+	}
+	d, err := Open(dir, Options{Layout: layout.Layout{Root: t.TempDir(), Runtime: t.TempDir()}, Write: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	p := Protect(d, Grants{})
+	if !p.ReadOnly || !strings.Contains(p.Truncated, "directories lead to repositories") {
+		t.Errorf("%d repositories one level down: ReadOnly %v, Truncated %q", MaxPins+1, p.ReadOnly, p.Truncated)
+	}
+	os.RemoveAll(filepath.Join(dir, "d0"))
+	if p := Protect(d, Grants{}); p.ReadOnly || p.Truncated != "" {
+		t.Errorf("%d: ReadOnly %v, Truncated %q", MaxPins, p.ReadOnly, p.Truncated)
 	}
 }

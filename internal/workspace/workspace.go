@@ -141,8 +141,6 @@ type Dir struct {
 	// tmpfs mounted by path below a directory moved meanwhile would hide
 	// nothing (bwrap.Anchor).
 	HideIn []safefs.Identity
-	// HideID is, for each of Hide, the hidden directory itself.
-	HideID []safefs.Identity
 }
 
 // Close closes the descriptor.
@@ -323,7 +321,6 @@ func Open(path string, o Options) (*Dir, error) {
 		}
 		d.Hide = append(d.Hide, rel)
 		d.HideIn = append(d.HideIn, hid)
-		d.HideID = append(d.HideID, oid)
 	}
 	ok = true
 	return d, nil
