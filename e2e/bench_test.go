@@ -485,7 +485,16 @@ func BenchmarkToolCallBigWorkspace(b *testing.B) {
 			b.Fatalf("git %v: %v %s", a, err, out)
 		}
 	}
-	c := w.dial("tb")
+	// One call in each first: the session, the review's first snapshot of
+	// the repository, the walks' first reads.
+	benchToolCallIn(b, w, "tb", small, big, "empty", "repo")
+}
+
+// benchToolCallIn times the `tsh call clock` op of agent in workspace a
+// and in workspace b, alternated, after one call in each, and reports
+// each (NAME-ms) and their ratio (B/A).
+func benchToolCallIn(b *testing.B, w *world, agent, a, bws, nameA, nameB string) {
+	c := w.dial(agent)
 	w.etcReady(b)
 	call := func(id, ws string) time.Duration {
 		t0 := time.Now()
@@ -496,20 +505,18 @@ func BenchmarkToolCallBigWorkspace(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	// One call in each first: the session, the review's first snapshot of
-	// the repository, the walks' first reads.
-	call("warm-small", small)
-	call("warm-big", big)
-	var ts, tb time.Duration
+	call("warm-a", a)
+	call("warm-b", bws)
+	var ta, tb time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ts += call("s"+strconv.Itoa(i), small)
-		tb += call("b"+strconv.Itoa(i), big)
+		ta += call("a"+strconv.Itoa(i), a)
+		tb += call("b"+strconv.Itoa(i), bws)
 	}
 	n := float64(b.N)
-	b.ReportMetric(float64(ts.Microseconds())/n/1000, "empty-ms")
-	b.ReportMetric(float64(tb.Microseconds())/n/1000, "repo-ms")
-	b.ReportMetric(float64(tb)/float64(ts), "repo/empty")
+	b.ReportMetric(float64(ta.Microseconds())/n/1000, nameA+"-ms")
+	b.ReportMetric(float64(tb.Microseconds())/n/1000, nameB+"-ms")
+	b.ReportMetric(float64(tb)/float64(ta), nameB+"/"+nameA)
 }
 
 // BenchmarkToolCallNestedRepos: the same `tsh call clock` op in a
@@ -530,27 +537,5 @@ func BenchmarkToolCallNestedRepos(b *testing.B) {
 			b.Fatalf("git init %s: %v %s", d, err, out)
 		}
 	}
-	c := w.dial("tb")
-	w.etcReady(b)
-	call := func(id, ws string) time.Duration {
-		t0 := time.Now()
-		c.send(map[string]any{"op": "tsh", "id": id, "session": "bench", "workspace": ws, "args": []string{"call", "clock"}})
-		got := c.until("done", time.Minute)
-		if got[len(got)-1].Status != "ok" {
-			b.Fatal(types(got))
-		}
-		return time.Since(t0)
-	}
-	call("warm-top", top)
-	call("warm-nested", nested)
-	var tt, tn time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		tt += call("t"+strconv.Itoa(i), top)
-		tn += call("n"+strconv.Itoa(i), nested)
-	}
-	n := float64(b.N)
-	b.ReportMetric(float64(tt.Microseconds())/n/1000, "top-ms")
-	b.ReportMetric(float64(tn.Microseconds())/n/1000, "nested-ms")
-	b.ReportMetric(float64(tn)/float64(tt), "nested/top")
+	benchToolCallIn(b, w, "tb", top, nested, "top", "nested")
 }

@@ -453,25 +453,3 @@ func TestSecurityProtectedRepoMovedDeep(t *testing.T) {
 		return nil
 	})
 }
-
-// callToolIn is callTool in a named session; with no tool_result it
-// returns the run's error frame (its Status "error").
-func callToolIn(t *testing.T, w *world, agent, ws, session string, name string, args ...string) (frame, []frame) {
-	t.Helper()
-	c := w.dial(agent)
-	c.send(sendReq("call-"+strconv.FormatInt(time.Now().UnixNano(), 36), strings.Join(append([]string{"tool", name}, args...), " "), "workspace", ws, "session", session))
-	got := c.until("done", 20*time.Second)
-	for _, f := range got {
-		if f.Type == "tool_result" {
-			return f, got
-		}
-	}
-	for _, f := range got {
-		if f.Type == "error" {
-			f.Status = "error"
-			return f, got
-		}
-	}
-	t.Fatalf("no tool_result in %v", types(got))
-	return frame{}, nil
-}

@@ -18,8 +18,19 @@ import (
 // returns the tool_result frame and all frames.
 func callTool(t *testing.T, w *world, agent, ws string, name string, args ...string) (frame, []frame) {
 	t.Helper()
+	f, got := callToolIn(t, w, agent, ws, "default", name, args...)
+	if f.Type != "tool_result" {
+		t.Fatalf("no tool_result in %v: %s", types(got), f.raw)
+	}
+	return f, got
+}
+
+// callToolIn is callTool in a named session; with no tool_result it
+// returns the run's error frame (its Status "error").
+func callToolIn(t *testing.T, w *world, agent, ws, session string, name string, args ...string) (frame, []frame) {
+	t.Helper()
 	c := w.dial(agent)
-	c.send(sendReq("call-"+strconv.FormatInt(time.Now().UnixNano(), 36), strings.Join(append([]string{"tool", name}, args...), " "), "workspace", ws))
+	c.send(sendReq("call-"+strconv.FormatInt(time.Now().UnixNano(), 36), strings.Join(append([]string{"tool", name}, args...), " "), "workspace", ws, "session", session))
 	got := c.until("done", 20*time.Second)
 	for _, f := range got {
 		if f.Type == "tool_result" {
@@ -28,7 +39,8 @@ func callTool(t *testing.T, w *world, agent, ws string, name string, args ...str
 	}
 	for _, f := range got {
 		if f.Type == "error" {
-			t.Fatalf("no tool_result in %v: %s", types(got), f.raw)
+			f.Status = "error"
+			return f, got
 		}
 	}
 	t.Fatalf("no tool_result in %v", types(got))

@@ -223,13 +223,7 @@ func TestBuildAnchorsNested(t *testing.T) {
 	}
 	defer h.Ended()
 	h.Started()
-	id := func(rel string) bwrap.FileID {
-		var st unix.Stat_t
-		if err := unix.Lstat(filepath.Join(ws, rel), &st); err != nil {
-			t.Fatal(err)
-		}
-		return bwrap.FileID{Dev: st.Dev, Ino: st.Ino}
-	}
+	id := idIn(t, ws)
 	got := map[string]bwrap.Anchor{}
 	for _, a := range s.Anchors {
 		got[a.Dst] = a
@@ -315,16 +309,22 @@ func TestHideAnchored(t *testing.T) {
 	}
 	defer h.Ended()
 	h.Started()
-	id := func(rel string) bwrap.FileID {
-		var st unix.Stat_t
-		if err := unix.Lstat(filepath.Join(ws, rel), &st); err != nil {
-			t.Fatal(err)
-		}
-		return bwrap.FileID{Dev: st.Dev, Ino: st.Ino}
-	}
+	id := idIn(t, ws)
 	want := bwrap.Anchor{Dst: "/workspace/data/root", Dir: id("data"), Under: id("data/root"), Tmpfs: true}
 	pin := bwrap.Anchor{Dst: "/workspace/data", Dir: id("."), Mounted: id("data"), Under: id("data"), Pin: true}
 	if !slices.Contains(s.Anchors, want) || !slices.Contains(s.Anchors, pin) || !slices.Contains(s.TmpfsAfter, want.Dst) {
 		t.Errorf("anchors %+v, tmpfs %v: want %+v and %+v", s.Anchors, s.TmpfsAfter, want, pin)
+	}
+}
+
+// idIn gives the identity of a path below dir.
+func idIn(t *testing.T, dir string) func(rel string) bwrap.FileID {
+	return func(rel string) bwrap.FileID {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, rel), &st); err != nil {
+			t.Fatal(err)
+		}
+		return bwrap.FileID{Dev: st.Dev, Ino: st.Ino}
 	}
 }
