@@ -96,7 +96,7 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 // symlinks — and held until the caller calls h.Ended() once the sandbox
 // is gone (impossible to create where absent, in every view).
 func (v View) SpecHeld(argv []string, env map[string]string) (bwrap.Spec, *Held, error) {
-	s, h, err := v.build(argv, env, false)
+	s, h, err := v.buildRetrying(argv, env, false)
 	if err != nil {
 		return bwrap.Spec{}, nil, err
 	}
@@ -112,10 +112,14 @@ func (v View) SpecHeld(argv []string, env map[string]string) (bwrap.Spec, *Held,
 // h.Started() once bwrap started (or failed to) and h.Ended() once the
 // sandbox is gone. It walks the workspace: call it off the actor.
 func (v View) Build(argv []string, env map[string]string) (bwrap.Spec, *Held, error) {
-	// A nested protected path gone from where its walk saw it (a directory
-	// moved meanwhile) is walked for again.
+	return v.buildRetrying(argv, env, true)
+}
+
+// buildRetrying is build, walking again when a nested protected path is
+// gone from where its walk saw it (a directory moved meanwhile).
+func (v View) buildRetrying(argv []string, env map[string]string, byFD bool) (bwrap.Spec, *Held, error) {
 	for try := 1; ; try++ {
-		s, h, err := v.build(argv, env, true)
+		s, h, err := v.build(argv, env, byFD)
 		if !errors.Is(err, bwrap.ErrMoved) || try == maxMovedTries {
 			return s, h, err
 		}
