@@ -292,8 +292,8 @@ func TestSecurityHomeWorkspace(t *testing.T) {
 }
 
 // TestSecurityProtectedRepoMoved (spec: B1): a directory holding a
-// repository is moved away and back (sub ↔ x, each name held 100 ms,
-// then 20, 3, 0.8) by a process on the host — a sandbox cannot any more
+// repository is moved away and back (sub ↔ x, each name held 500 ms,
+// then 100, 20, 3, 0.8) by a process on the host — a sandbox cannot any more
 // (TestSecurityProtectedRepoMovedDeep), but a person's script can —
 // while tool calls start in the workspace and try to plant a hook in it
 // under either name. bwrap mounts a protection by path, so a sandbox
@@ -333,7 +333,9 @@ func TestSecurityProtectedRepoMoved(t *testing.T) {
 		return got
 	}
 	ran, refusedAll := 0, 0
-	for _, hold := range []time.Duration{100 * time.Millisecond, 20 * time.Millisecond, 3 * time.Millisecond, 800 * time.Microsecond} {
+	// The long holds let sandboxes start between moves even on a loaded
+	// machine (and so try the hook inside one); the short ones race.
+	for _, hold := range []time.Duration{500 * time.Millisecond, 100 * time.Millisecond, 20 * time.Millisecond, 3 * time.Millisecond, 800 * time.Microsecond} {
 		ws = t.TempDir()
 		os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
 		mustGit(t, home, filepath.Join(ws, "sub"), "init", "-q")
@@ -343,7 +345,7 @@ func TestSecurityProtectedRepoMoved(t *testing.T) {
 		stop, swapped := make(chan struct{}), make(chan string, 1)
 		go func() { swapped <- swapLoop(filepath.Join(ws, "sub"), filepath.Join(ws, "x"), hold, stop) }()
 		calls, refused := 0, 0
-		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); calls++ {
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); calls++ {
 			tr, _ := callToolIn(t, w, "mv", ws, "race", "attack", "hookrace", "/workspace", marker, "100", "sub", "x")
 			if got := planted(); len(got) > 0 {
 				close(stop)
