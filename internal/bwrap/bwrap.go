@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/ctx/internal/netpolicy"
+	"github.com/cortexfs/ctx/internal/safefs"
 )
 
 // DefaultPath is where bwrap is looked up. It is never looked up through an
@@ -355,12 +356,9 @@ func (s Spec) Args() ([]string, error) {
 // not read-only.
 type Anchor struct {
 	Dst                 string // absolute, in the sandbox
-	Dir, Mounted, Under FileID
+	Dir, Mounted, Under safefs.Identity
 	Tmpfs, Pin          bool
 }
-
-// FileID is a file's identity: its device and inode numbers.
-type FileID struct{ Dev, Ino uint64 }
 
 // ErrMoved: a protected path was not where the walk that found it saw it
 // when the view was made — a directory on its path moved meanwhile.

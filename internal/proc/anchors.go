@@ -18,8 +18,9 @@ import (
 
 // checkView waits until the held sandbox whose first process is child has
 // made its view, then checks the spec's anchors in it (bwrap.Anchor):
-// each protected mount below a writable directory must be read-only, show
-// what was bound, and sit in the directory the walk found it in. bwrap
+// each protected mount below a writable directory must be read-only (a
+// pin may be writable), show what was bound, sit in the directory the
+// walk found it in, and cover the entry found there. bwrap
 // mounts by destination path, so a directory moved on the host between
 // the walk and the mount would leave the repository it holds writable
 // under its new name. The view is final once the child has pivoted into
@@ -149,7 +150,7 @@ func checkDir(root *os.File, d string, anchors []bwrap.Anchor) error {
 	}
 	defer dir.Close()
 	id, err := safefs.ID(dir)
-	if err != nil || bwrap.FileID(id) != anchors[0].Dir {
+	if err != nil || id != anchors[0].Dir {
 		return fmt.Errorf("%s is not the directory the walk found: %w", d, bwrap.ErrMoved)
 	}
 	for _, a := range anchors {
@@ -165,7 +166,7 @@ func checkDir(root *os.File, d string, anchors []bwrap.Anchor) error {
 		return fmt.Errorf("view check %s: %w", d, err)
 	}
 	for _, a := range anchors {
-		if a.Under == (bwrap.FileID{}) {
+		if a.Under == (safefs.Identity{}) {
 			continue
 		}
 		if ino, ok := under[path.Base(a.Dst)]; !ok || ino != a.Under.Ino {
@@ -183,7 +184,7 @@ func checkDir(root *os.File, d string, anchors []bwrap.Anchor) error {
 func listedInodes(dir *os.File, anchors []bwrap.Anchor) (map[string]uint64, error) {
 	want := map[string]bool{}
 	for _, a := range anchors {
-		if a.Under != (bwrap.FileID{}) {
+		if a.Under != (safefs.Identity{}) {
 			want[path.Base(a.Dst)] = true
 		}
 	}
@@ -245,7 +246,7 @@ func checkAnchor(dir *os.File, a bwrap.Anchor) error {
 		}
 		return nil
 	}
-	if (bwrap.FileID{Dev: st.Dev, Ino: st.Ino}) != a.Mounted {
+	if (safefs.Identity{Dev: st.Dev, Ino: st.Ino}) != a.Mounted {
 		return fmt.Errorf("%s is not what was bound there: %w", a.Dst, bwrap.ErrMoved)
 	}
 	if err := unix.Fstatfs(fd, &fs); err != nil {

@@ -36,7 +36,7 @@ func TestCheckViewAnchors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	id := func(p string) bwrap.FileID {
+	id := func(p string) safefs.Identity {
 		f, err := os.Open(p)
 		if err != nil {
 			t.Fatal(err)
@@ -46,7 +46,7 @@ func TestCheckViewAnchors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return bwrap.FileID(i)
+		return i
 	}
 	sub, git := id(filepath.Join(ws, "sub")), id(filepath.Join(ws, "sub", ".git"))
 	reg, err := launchroot.New(os.Getuid())

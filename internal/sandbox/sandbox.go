@@ -370,7 +370,7 @@ func (v View) protect(s *bwrap.Spec, h *Held, d *workspace.Dir, dst string, foun
 		if err != nil || ierr != nil {
 			return fmt.Errorf("protected path below %s: %w", filepath.Join(d.Path, rel), bwrap.ErrMoved)
 		}
-		s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: at, Dir: dir, Mounted: bwrap.FileID(id), Under: under, Pin: true})
+		s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: at, Dir: dir, Mounted: id, Under: under, Pin: true})
 	}
 	for _, e := range found.Entries {
 		at := filepath.Join(dst, e.Rel)
@@ -464,7 +464,7 @@ func hide(s *bwrap.Spec, d *workspace.Dir, dst string, ls *listed) error {
 		if err != nil {
 			return fmt.Errorf("hidden %s: %w", filepath.Join(d.Path, rel), bwrap.ErrMoved)
 		}
-		s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: at, Dir: bwrap.FileID(d.HideIn[i]), Under: under, Tmpfs: true})
+		s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: at, Dir: d.HideIn[i], Under: under, Tmpfs: true})
 	}
 	return nil
 }
@@ -479,13 +479,13 @@ type listed struct {
 }
 
 type listing struct {
-	id   bwrap.FileID
+	id   safefs.Identity
 	inos map[string]uint64
 }
 
 // find is the directory holding rel (its identity) and rel's entry in
 // its listing.
-func (l *listed) find(rel string) (dir, under bwrap.FileID, err error) {
+func (l *listed) find(rel string) (dir, under safefs.Identity, err error) {
 	parent := path.Dir(rel)
 	li, ok := l.dirs[parent]
 	if !ok {
@@ -498,7 +498,7 @@ func (l *listed) find(rel string) (dir, under bwrap.FileID, err error) {
 		if err != nil {
 			return dir, under, err
 		}
-		li = listing{id: bwrap.FileID(id), inos: map[string]uint64{}}
+		li = listing{id: id, inos: map[string]uint64{}}
 		if err := safefs.ReadDirentsIno(int(f.Fd()), make([]byte, 8<<10), func(name []byte, ino uint64, _ byte) error {
 			li.inos[string(name)] = ino
 			return nil
@@ -514,7 +514,7 @@ func (l *listed) find(rel string) (dir, under bwrap.FileID, err error) {
 	if !ok {
 		return dir, under, unix.ENOENT
 	}
-	return li.id, bwrap.FileID{Dev: li.id.Dev, Ino: ino}, nil
+	return li.id, safefs.Identity{Dev: li.id.Dev, Ino: ino}, nil
 }
 
 // nested reports whether e lies below a subdirectory of the walked
@@ -541,7 +541,7 @@ func anchor(s *bwrap.Spec, e workspace.Entry, dst string, f *os.File, ls *listed
 	if err != nil {
 		return fmt.Errorf("%w (%v)", bwrap.ErrMoved, err)
 	}
-	s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: dst, Dir: bwrap.FileID(e.Dir), Mounted: bwrap.FileID(id), Under: under})
+	s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: dst, Dir: e.Dir, Mounted: id, Under: under})
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/cortexfs/ctx/internal/agentdef"
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/safefs"
 	"github.com/cortexfs/ctx/internal/workspace"
 	"golang.org/x/sys/unix"
 )
@@ -318,13 +319,13 @@ func TestHideAnchored(t *testing.T) {
 }
 
 // idIn gives the identity of a path below dir.
-func idIn(t *testing.T, dir string) func(rel string) bwrap.FileID {
-	return func(rel string) bwrap.FileID {
+func idIn(t *testing.T, dir string) func(rel string) safefs.Identity {
+	return func(rel string) safefs.Identity {
 		t.Helper()
 		var st unix.Stat_t
 		if err := unix.Lstat(filepath.Join(dir, rel), &st); err != nil {
 			t.Fatal(err)
 		}
-		return bwrap.FileID{Dev: st.Dev, Ino: st.Ino}
+		return safefs.Identity{Dev: st.Dev, Ino: st.Ino}
 	}
 }
