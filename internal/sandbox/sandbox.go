@@ -523,12 +523,12 @@ func (l *listed) find(rel string) (dir, under safefs.Identity, err error) {
 func nested(e workspace.Entry) bool { return strings.Contains(e.Rel, "/") }
 
 // anchor adds a nested protected path's bwrap.Anchor: the view starts
-// only if the mount of f at dst sits in the directory the walk found e in.
-// A name at the top needs none — its directory is the mount's root, and
-// renaming the name itself is refused (EBUSY) in every view that mounts
-// it. spec: B1
-// What the mount covers is rel's entry in its directory's listing
-// (listed).
+// only if the mount of f at dst sits in the directory the walk found e in,
+// over the entry its listing (listed) gives e's name. A name at the top
+// needs none — its directory is the mount's root, and renaming the name
+// itself is refused (EBUSY) in every view that mounts it. A directory
+// that is not the walk's any more fails the build now (walked again)
+// rather than the start later. spec: B1
 func anchor(s *bwrap.Spec, e workspace.Entry, dst string, f *os.File, ls *listed) error {
 	if !nested(e) {
 		return nil
@@ -537,9 +537,12 @@ func anchor(s *bwrap.Spec, e workspace.Entry, dst string, f *os.File, ls *listed
 	if err != nil {
 		return err
 	}
-	_, under, err := ls.find(e.Rel)
+	dir, under, err := ls.find(e.Rel)
 	if err != nil {
 		return fmt.Errorf("%w (%v)", bwrap.ErrMoved, err)
+	}
+	if dir != e.Dir {
+		return bwrap.ErrMoved
 	}
 	s.Anchors = append(s.Anchors, bwrap.Anchor{Dst: dst, Dir: e.Dir, Mounted: id, Under: under})
 	return nil
