@@ -19,6 +19,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/mcphost"
 	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/viewfs"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -97,26 +98,22 @@ func (e *acpEngine) start(c actor.Context) {
 				}
 			}
 		}
-		spec, held, err := view.Build(argv, env)
-		if err != nil {
-			send(&acpStarted{err: err, code: ipc.CodeSandboxUnavailable})
-			return
-		}
 		for _, b := range binds {
 			if _, err := os.Stat(b); err != nil {
-				held.Ended()
 				send(&acpStarted{err: fmt.Errorf("the agent's installation %s is gone (%v): install it again and recreate the agent", b, err), code: ipc.CodeAgentFailed})
 				return
 			}
-			if !isSystemPath(b) {
-				spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b}) // read-only
-			}
 		}
-		opts.Spec = spec
-		p, err := start(opts)
-		held.Started()
+		p, held, err := sandbox.Start(view, argv, env, func(spec bwrap.Spec) (*proc.Proc, error) {
+			for _, b := range binds {
+				if !isSystemPath(b) {
+					spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b}) // read-only
+				}
+			}
+			opts.Spec = spec
+			return start(opts)
+		})
 		if err != nil {
-			held.Ended()
 			send(&acpStarted{err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}

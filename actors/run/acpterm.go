@@ -11,6 +11,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/cortexfs/ctx/internal/acpclient"
+	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/cgroup"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
@@ -127,15 +128,11 @@ func (ts *terminals) Create(ctx context.Context, p acp.CreateTerminalRequest) (a
 	if p.OutputByteLimit != nil && *p.OutputByteLimit >= 0 && *p.OutputByteLimit < limit {
 		limit = *p.OutputByteLimit
 	}
-	spec, held, err := v.Build(argv, env)
+	pr, held, err := sandbox.Start(v, argv, env, func(spec bwrap.Spec) (*proc.Proc, error) {
+		return ts.start(proc.Options{Bwrap: ts.cfg.Bwrap, Spec: spec, Roots: ts.cfg.Roots, Ident: v.Identity(),
+			Enter: ts.group.EnterFunc(), Place: ts.group.PlaceFunc()})
+	})
 	if err != nil {
-		return fail(fmt.Errorf("sandbox: %w", err))
-	}
-	pr, err := ts.start(proc.Options{Bwrap: ts.cfg.Bwrap, Spec: spec, Roots: ts.cfg.Roots, Ident: v.Identity(),
-		Enter: ts.group.EnterFunc(), Place: ts.group.PlaceFunc()})
-	held.Started()
-	if err != nil {
-		held.Ended()
 		return fail(fmt.Errorf("sandbox: %w", err))
 	}
 	if ts.ctx.Err() != nil {

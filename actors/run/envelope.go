@@ -15,11 +15,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/cortexfs/ctx/actors/tool"
+	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/config"
 	"github.com/cortexfs/ctx/internal/envelope"
 	"github.com/cortexfs/ctx/internal/proc"
 	"github.com/cortexfs/ctx/internal/prompt"
 	"github.com/cortexfs/ctx/internal/provider"
+	"github.com/cortexfs/ctx/internal/sandbox"
 	"github.com/cortexfs/ctx/internal/toolctx"
 	"github.com/cortexfs/ctx/ipc"
 )
@@ -127,20 +129,15 @@ func (e *envelopeEngine) startStep(c actor.Context) {
 		// The view is built here, off the actor (it walks the
 		// workspace); its descriptors close once bwrap has them, its
 		// placeholders go once the step ended.
-		spec, held, err := view.Build([]string{view.AgentPath()}, agentEnv)
+		p, held, err := sandbox.Start(view, []string{view.AgentPath()}, agentEnv, func(spec bwrap.Spec) (*proc.Proc, error) {
+			opts.Spec = spec
+			return start(opts)
+		})
 		if err != nil {
 			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
 			return
 		}
 		warnings = append(warnings, held.Warnings()...)
-		opts.Spec = spec
-		p, err := start(opts)
-		held.Started()
-		if err != nil {
-			held.Ended()
-			root.Send(self, &stepStarted{gen: gen, err: err, code: ipc.CodeSandboxUnavailable})
-			return
-		}
 		// If this incarnation crashes or stops before it
 		// learns of the process (stepStarted still in its mailbox, or
 		// delivered to a restarted incarnation), the process still ends.

@@ -157,18 +157,15 @@ func (a *Actor) spawn(c actor.Context) {
 		// The view is built off the actor (it walks the
 		// workspace); its descriptors close once bwrap has them, its
 		// placeholders go once the tool ended.
-		spec, held, err := v.Build(argv, v.ToolEnv())
-		var p *proc.Proc
-		if err == nil {
+		p, held, err := sandbox.Start(v, argv, v.ToolEnv(), func(spec bwrap.Spec) (*proc.Proc, error) {
 			if tool != nil {
 				// Bind exactly the checked file over its path: what runs is what was checked.
 				spec.FDMounts = []bwrap.FDMount{{FD: spec.Pass(tool.File), Dst: argv[0]}}
 			}
 			opts.Spec = spec
-			p, err = proc.Start(opts)
-			held.Started()
-			defer held.Ended()
-		}
+			return proc.Start(opts)
+		})
+		defer held.Ended()
 		if tool != nil {
 			tool.Close()
 		}

@@ -364,6 +364,13 @@ type Anchor struct {
 // when the view was made — a directory on its path moved meanwhile.
 var ErrMoved = errors.New("a directory holding protected paths moved while the sandbox started")
 
+// ErrNoView: bwrap ended before it made the view of a sandbox whose view
+// is checked (Spec.Anchors): nothing of it ran, and the error says what
+// bwrap said. A directory moved on the host while bwrap made the view (a
+// source gone when bwrap looked) ends it so too; the caller, who knows the
+// host's paths, tells that case from a bwrap that cannot work.
+var ErrNoView = errors.New("bwrap ended before it made the sandbox's view")
+
 // args appends the bwrap options of one mount.
 func (m Mount) args(a []string) ([]string, error) {
 	if m.Dst == "" || !filepath.IsAbs(m.Dst) || (m.FD == 0 && m.Src == "") || (m.FD != 0 && (m.FD < 3 || m.Try)) {

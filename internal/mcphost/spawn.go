@@ -125,34 +125,33 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, err
 		return nil, nil, nil, err
 	}
 	argv := append([]string{t.Decl.Command}, t.Decl.Args...)
-	spec, held, err := v.Build(argv, env)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
-	}
-	serverNetwork(&spec, t.Decl.Net, t.View.Def.NetLocal)
-	harden(&spec)
-	binds := append([]string{t.Decl.Command}, t.Decl.Binds...)
-	for _, b := range binds {
+	var mounts []bwrap.Mount
+	for _, b := range append([]string{t.Decl.Command}, t.Decl.Binds...) {
 		if isSystem(b) {
 			continue
 		}
 		if _, err := os.Stat(b); err != nil {
-			held.Ended()
 			return nil, nil, nil, fmt.Errorf("its installation %s is gone (%v): install it again or run ctx mcp add again", b, err)
 		}
 		if dir, ok := agentWritable(t.View, b); ok {
-			held.Ended()
 			return nil, nil, nil, fmt.Errorf("its installation %s is inside %s, which the agent can write: the server would run code the agent can change; install it elsewhere (e.g. npm install --prefix /var/cache/ctx/npm) and run ctx mcp add again", b, dir)
 		}
-		spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b})
+		mounts = append(mounts, bwrap.Mount{Src: b, Dst: b})
 	}
-	g := m.group(t, t.View.Def.Limits)
-	p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true,
-		Enter: g.EnterFunc(), Place: g.PlaceFunc()}) // born in its cgroup (v1), else placed while held
-	held.Started()
+	var g *cgroup.Group
+	p, held, err := sandbox.Start(v, argv, env, func(spec bwrap.Spec) (*proc.Proc, error) {
+		serverNetwork(&spec, t.Decl.Net, t.View.Def.NetLocal)
+		harden(&spec)
+		spec.Mounts = append(spec.Mounts, mounts...)
+		g = m.group(t, t.View.Def.Limits)
+		p, err := proc.Start(proc.Options{Bwrap: m.o.Bwrap, Spec: spec, StdinPipe: true,
+			Enter: g.EnterFunc(), Place: g.PlaceFunc()}) // born in its cgroup (v1), else placed while held
+		if err != nil {
+			_ = g.Close(0)
+		}
+		return p, err
+	})
 	if err != nil {
-		held.Ended()
-		_ = g.Close(0)
 		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
 	return p, held, g, nil

@@ -27,7 +27,7 @@ import (
 // it (bwrap makes every mount first, then pivots, then reads its block):
 // its root is then neither the host's nor bwrap's staging directory (which
 // holds newroot/). A child gone before that ran nothing and never will:
-// bwrap failed, and says why on its stderr. spec: B1
+// bwrap failed, and says why on its stderr (bwrap.ErrNoView). spec: B1
 func checkView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
 	var host unix.Stat_t
 	if err := unix.Stat("/", &host); err != nil {
@@ -41,7 +41,7 @@ func checkView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
 	case err == nil:
 		defer unix.Close(pidfd)
 	case errors.Is(err, unix.ESRCH):
-		return nil // bwrap's child is gone: nothing runs
+		return bwrap.ErrNoView // bwrap's child is gone: nothing runs
 	case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM):
 		pidfd = -1 // Linux before 5.3, or a seccomp profile that refuses it: /proc alone tells
 	default:
@@ -88,7 +88,7 @@ func checkView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
 		fd, err := unix.Open(rootPath, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			if gone(err) {
-				return nil // bwrap's child is gone: nothing runs
+				return bwrap.ErrNoView // bwrap's child is gone: nothing runs
 			}
 			return fmt.Errorf("view check: the sandbox's view cannot be seen: %w", err)
 		}

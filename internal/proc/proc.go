@@ -229,7 +229,7 @@ func Start(o Options) (*Proc, error) {
 		_ = awaitLeft(left)
 		launch.Abort()
 		if readyErr != nil {
-			return nil, readyErr
+			return nil, p.noView(readyErr)
 		}
 		return nil, fmt.Errorf("start %s: launch root: %w", name, err)
 	}
@@ -436,7 +436,7 @@ func (p *Proc) startHeld(o Options, cmd *exec.Cmd, name string, latched bool) er
 	if err := p.attach(o); err != nil {
 		killHeld(cmd)
 		pw.Close()
-		return err
+		return p.noView(err)
 	}
 	_, err = pw.Write([]byte{1})
 	pw.Close()
@@ -552,6 +552,18 @@ func (t *Tail) Bytes() []byte {
 
 // ErrSandbox classifies bwrap's own failures.
 var ErrSandbox = fmt.Errorf("sandbox unavailable")
+
+// noView is err with what bwrap said when it is bwrap.ErrNoView (bwrap has been
+// waited for: its stderr is whole).
+func (p *Proc) noView(err error) error {
+	if !errors.Is(err, bwrap.ErrNoView) {
+		return err
+	}
+	if serr := SandboxFailure(p.ExitCode(), 0, p.Stderr()); serr != nil {
+		return fmt.Errorf("%w: %w", bwrap.ErrNoView, serr)
+	}
+	return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(p.Stderr())))
+}
 
 // SandboxFailure recognises an exit that is bwrap failing to build the
 // sandbox (not the program inside failing) and names the fix. Ubuntu's

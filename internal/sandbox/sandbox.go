@@ -216,9 +216,11 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		}
 		p := workspace.Protect(d, g)
 		mount(&s.Mounts, d.File, d.Path, layout.SandboxWorkspace, !p.ReadOnly)
+		n := len(s.Anchors)
 		if err := v.protect(&s, h, d, layout.SandboxWorkspace, p, byFD, mount, log); err != nil {
 			return s, nil, err
 		}
+		h.keepTidy(d, layout.SandboxWorkspace, s.Anchors[n:])
 	}
 	for _, m := range v.Def.Mounts {
 		// .d/mount sources follow the workspace's rules.
@@ -229,9 +231,11 @@ func (v View) build(argv []string, env map[string]string, byFD bool) (spec bwrap
 		if m.Write {
 			p := workspace.Protect(d, g)
 			mount(&s.Mounts, d.File, d.Path, m.Dst, !p.ReadOnly)
+			n := len(s.Anchors)
 			if err := v.protect(&s, h, d, m.Dst, p, byFD, mount, log); err != nil {
 				return s, nil, err
 			}
+			h.keepTidy(d, m.Dst, s.Anchors[n:])
 		} else {
 			mount(&s.Mounts, d.File, d.Path, m.Dst, false)
 			if err := Hide(&s, d, m.Dst); err != nil {

@@ -1,0 +1,128 @@
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/proc"
+	"github.com/cortexfs/ctx/internal/workspace"
+)
+
+// TestStartWalksAgainWhenMoved (spec: B1): a directory holding a nested
+// repository moved on the host between the walk and the mount (here: by
+// the first start itself, just before bwrap runs) is refused by the view
+// check; what bwrap made in the moved directory's place (an empty sub/)
+// is removed, and the second start, walked again, protects the repository
+// where it now is — its hooks read-only in the sandbox that runs.
+func TestStartWalksAgainWhenMoved(t *testing.T) {
+	if _, err := exec.LookPath(bwrap.DefaultPath); err != nil {
+		t.Skip("no bwrap")
+	}
+	v := startView(t)
+	ws := v.Workspace
+	var errs []error
+	p, h, err := Start(v, []string{"/bin/sh", "-c", "touch /workspace/x/.git/hooks/h 2>/dev/null && echo WROTE; ls /workspace"}, nil,
+		func(s bwrap.Spec) (*proc.Proc, error) {
+			if len(errs) == 0 {
+				if err := os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := proc.Start(proc.Options{Bwrap: bwrap.DefaultPath, Spec: s})
+			errs = append(errs, err)
+			return p, err
+		})
+	if err != nil {
+		t.Fatalf("start: %v (tries %v)", err, errs)
+	}
+	defer h.Ended()
+	out, _ := readAll(p)
+	if len(errs) != 2 || !errors.Is(errs[0], bwrap.ErrMoved) || errs[1] != nil {
+		t.Errorf("tries %v: want one refused (moved), then one started", errs)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "sub")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("what bwrap made for the refused start is left on the host: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "x", ".git", "hooks", "h")); err == nil || string(out) == "" {
+		t.Errorf("the moved repository's hooks were writable (output %q)", out)
+	}
+}
+
+func readAll(p *proc.Proc) ([]byte, error) {
+	b := make([]byte, 0, 4096)
+	buf := make([]byte, 4096)
+	for {
+		n, err := p.Stdout.Read(buf)
+		b = append(b, buf[:n]...)
+		if err != nil {
+			p.Wait()
+			return b, err
+		}
+	}
+}
+
+// TestStartWalksAgainWhenBwrapMeetsAMove (spec: B1): bwrap itself fails
+// when a directory it binds is gone from its path when it looks (here:
+// removed after the walk, so its descriptor names a deleted directory);
+// the host shows the anchored path changed, so the view is walked and
+// started again, and the call runs. A bwrap failure where nothing moved
+// is the caller's to see.
+func TestStartWalksAgainWhenBwrapMeetsAMove(t *testing.T) {
+	if _, err := exec.LookPath(bwrap.DefaultPath); err != nil {
+		t.Skip("no bwrap")
+	}
+	v := startView(t)
+	ws := v.Workspace
+	var errs []error
+	p, h, err := Start(v, []string{"/bin/sh", "-c", "echo ran"}, nil, func(s bwrap.Spec) (*proc.Proc, error) {
+		if len(errs) == 0 {
+			os.RemoveAll(filepath.Join(ws, "sub"))
+		}
+		p, err := proc.Start(proc.Options{Bwrap: bwrap.DefaultPath, Spec: s})
+		errs = append(errs, err)
+		return p, err
+	})
+	if err != nil {
+		t.Fatalf("start: %v (tries %v)", err, errs)
+	}
+	defer h.Ended()
+	out, _ := readAll(p)
+	if len(errs) != 2 || !errors.Is(errs[0], bwrap.ErrNoView) || errs[1] != nil || string(out) != "ran\n" {
+		t.Errorf("tries %v, output %q: want bwrap's failure on the removed directory, then a run", errs, out)
+	}
+
+	// Nothing moved: bwrap's failure (a bind whose source never existed)
+	// is returned at once.
+	os.MkdirAll(filepath.Join(ws, "sub", ".git"), 0o755)
+	errs = nil
+	_, _, err = Start(v, []string{"/bin/true"}, nil, func(s bwrap.Spec) (*proc.Proc, error) {
+		s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(ws, "never"), Dst: "/never"})
+		p, err := proc.Start(proc.Options{Bwrap: bwrap.DefaultPath, Spec: s})
+		errs = append(errs, err)
+		return p, err
+	})
+	if len(errs) != 1 || !errors.Is(err, bwrap.ErrNoView) || errors.Is(err, bwrap.ErrMoved) || !strings.Contains(err.Error(), "never") {
+		t.Errorf("tries %v, error %v: want bwrap's own failure once", errs, err)
+	}
+}
+
+// startView is a view that starts: a workspace with a nested repository
+// (sub/.git), the agent's object and the runtime's directories there.
+func startView(t *testing.T) View {
+	t.Helper()
+	v := view(t)
+	v.Placeholders = workspace.NewRegistry()
+	if err := os.MkdirAll(filepath.Join(v.Workspace, "sub", ".git", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{v.Layout.BinDir(), v.Layout.ToolDir(), filepath.Dir(v.Def.Object)} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.WriteFile(v.Def.Object, []byte("#!/bin/sh\n"), 0o755)
+	return v
+}
