@@ -104,7 +104,7 @@ func (e *acpEngine) start(c actor.Context) {
 				return
 			}
 		}
-		p, held, err := sandbox.Start(view, argv, env, func(spec bwrap.Spec) (*proc.Proc, error) {
+		p, held, err := sandbox.Start(ctx, view, argv, env, func(spec bwrap.Spec) (*proc.Proc, error) {
 			for _, b := range binds {
 				if !isSystemPath(b) {
 					spec.Mounts = append(spec.Mounts, bwrap.Mount{Src: b, Dst: b}) // read-only

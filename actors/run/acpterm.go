@@ -128,7 +128,7 @@ func (ts *terminals) Create(ctx context.Context, p acp.CreateTerminalRequest) (a
 	if p.OutputByteLimit != nil && *p.OutputByteLimit >= 0 && *p.OutputByteLimit < limit {
 		limit = *p.OutputByteLimit
 	}
-	pr, held, err := sandbox.Start(v, argv, env, func(spec bwrap.Spec) (*proc.Proc, error) {
+	pr, held, err := sandbox.Start(ts.ctx, v, argv, env, func(spec bwrap.Spec) (*proc.Proc, error) {
 		return ts.start(proc.Options{Bwrap: ts.cfg.Bwrap, Spec: spec, Roots: ts.cfg.Roots, Ident: v.Identity(),
 			Enter: ts.group.EnterFunc(), Place: ts.group.PlaceFunc()})
 	})

@@ -129,7 +129,7 @@ func (e *envelopeEngine) startStep(c actor.Context) {
 		// The view is built here, off the actor (it walks the
 		// workspace); its descriptors close once bwrap has them, its
 		// placeholders go once the step ended.
-		p, held, err := sandbox.Start(view, []string{view.AgentPath()}, agentEnv, func(spec bwrap.Spec) (*proc.Proc, error) {
+		p, held, err := sandbox.Start(actx, view, []string{view.AgentPath()}, agentEnv, func(spec bwrap.Spec) (*proc.Proc, error) {
 			opts.Spec = spec
 			return start(opts)
 		})

@@ -157,7 +157,7 @@ func (a *Actor) spawn(c actor.Context) {
 		// The view is built off the actor (it walks the
 		// workspace); its descriptors close once bwrap has them, its
 		// placeholders go once the tool ended.
-		p, held, err := sandbox.Start(v, argv, v.ToolEnv(), func(spec bwrap.Spec) (*proc.Proc, error) {
+		p, held, err := sandbox.Start(ctx, v, argv, v.ToolEnv(), func(spec bwrap.Spec) (*proc.Proc, error) {
 			if tool != nil {
 				// Bind exactly the checked file over its path: what runs is what was checked.
 				spec.FDMounts = []bwrap.FDMount{{FD: spec.Pass(tool.File), Dst: argv[0]}}

@@ -151,7 +151,7 @@ func (m *Manager) start(ctx context.Context, t Target) (*conn, error) {
 		transport = &mcp.StreamableClientTransport{Endpoint: t.Decl.URL, MaxRetries: -1,
 			HTTPClient: urlClient(t)}
 	} else {
-		p, h, g, err := m.spawn(t)
+		p, h, g, err := m.spawn(sctx, t)
 		if err != nil {
 			return nil, fmt.Errorf("MCP server %s: %w", t.Name, err)
 		}

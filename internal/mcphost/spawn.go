@@ -1,6 +1,7 @@
 package mcphost
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -112,7 +113,7 @@ func harden(spec *bwrap.Spec) {
 // server has no capability on the control socket), network only with
 // net, plus its installation read-only, and the env file's values; born
 // in a cgroup of its own bounded by the agent's limits.
-func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, error) {
+func (m *Manager) spawn(ctx context.Context, t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, error) {
 	if t.View.Def == nil {
 		return m.spawnBare(t)
 	}
@@ -139,7 +140,7 @@ func (m *Manager) spawn(t Target) (*proc.Proc, *sandbox.Held, *cgroup.Group, err
 		mounts = append(mounts, bwrap.Mount{Src: b, Dst: b})
 	}
 	var g *cgroup.Group
-	p, held, err := sandbox.Start(v, argv, env, func(spec bwrap.Spec) (*proc.Proc, error) {
+	p, held, err := sandbox.Start(ctx, v, argv, env, func(spec bwrap.Spec) (*proc.Proc, error) {
 		serverNetwork(&spec, t.Decl.Net, t.View.Def.NetLocal)
 		harden(&spec)
 		spec.Mounts = append(spec.Mounts, mounts...)

@@ -553,13 +553,15 @@ func (t *Tail) Bytes() []byte {
 // ErrSandbox classifies bwrap's own failures.
 var ErrSandbox = fmt.Errorf("sandbox unavailable")
 
-// noView is err with what bwrap said when it is bwrap.ErrNoView (bwrap has been
-// waited for: its stderr is whole).
+// noView is err with what bwrap said when it is bwrap.ErrNoView (bwrap has
+// been waited for: its stderr is whole). It was killed when its child was
+// seen gone, usually before it could exit 1 itself: its message alone
+// tells its failure (and the fix SandboxFailure names).
 func (p *Proc) noView(err error) error {
 	if !errors.Is(err, bwrap.ErrNoView) {
 		return err
 	}
-	if serr := SandboxFailure(p.ExitCode(), 0, p.Stderr()); serr != nil {
+	if serr := SandboxFailure(1, 0, p.Stderr()); serr != nil {
 		return fmt.Errorf("%w: %w", bwrap.ErrNoView, serr)
 	}
 	return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(p.Stderr())))

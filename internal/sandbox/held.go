@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -93,10 +94,7 @@ func (h *Held) Ended() {
 		r()
 	}
 	h.releases = nil
-	for _, t := range h.tidy {
-		t.dir.Close()
-	}
-	h.tidy = nil
+	h.dropTidy()
 }
 
 // tidyDir is a writable host directory of the view with anchored
@@ -141,15 +139,31 @@ func (h *Held) keepTidy(d *workspace.Dir, dst string, anchors []bwrap.Anchor) {
 // walk and the mount, an empty directory of the moved one's name — and the
 // protected name in it — appeared in the host's workspace, and stood in
 // the way of the directory's next move back (ENOTEMPTY). An anchored path
-// is removed, deepest first, when it is now a directory other than the
-// entry the walk's listing had there, and empty (rmdir removes nothing
-// else); it is reached below the bound directory without following a
-// symlink. It returns how many were removed. spec: B1
-func (h *Held) tidyUp() int {
-	n := 0
-	h.eachAnchored(func(dirfd int, name string, st *unix.Stat_t, e tidyEntry) bool {
-		if st != nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && (safefs.Identity{Dev: st.Dev, Ino: st.Ino}) != e.under &&
-			unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) == nil {
+// is removed, deepest first, only when it is what bwrap could have made
+// for this start: not the entry the walk's listing had there (compared
+// listing to listing, as the view check does), a directory of the
+// daemon's user made after the start began (a host rmdir would also take
+// a mount of another running sandbox off it), and empty (rmdir removes
+// nothing with content). It is reached below the bound directory without
+// following a symlink. It returns how many were removed. spec: B1
+func (h *Held) tidyUp(since time.Time) int {
+	// File times come from the kernel's coarse clock, a tick behind.
+	since = since.Add(-50 * time.Millisecond)
+	n, uid := 0, uint32(os.Geteuid())
+	h.eachAnchored(func(dirfd int, name string, ino uint64, e tidyEntry) bool {
+		if ino == e.under.Ino {
+			return true
+		}
+		var st unix.Statx_t
+		if unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE|unix.STATX_UID|unix.STATX_CTIME|unix.STATX_BTIME, &st) != nil ||
+			st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uid {
+			return true
+		}
+		made := st.Ctime
+		if st.Mask&unix.STATX_BTIME != 0 {
+			made = st.Btime
+		}
+		if time.Unix(made.Sec, int64(made.Nsec)).After(since) && unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) == nil {
 			n++
 		}
 		return true
@@ -158,51 +172,64 @@ func (h *Held) tidyUp() int {
 }
 
 // moved reports whether an anchored path of the view is no longer the
-// entry the walk's listing had there (gone, or another file): bwrap,
-// making the view, met a directory moved on the host.
+// entry the walk's listing had there (gone, or another file), by its
+// directory's listing now: bwrap, making the view, met a directory moved
+// on the host.
 func (h *Held) moved() bool {
 	moved := false
-	h.eachAnchored(func(_ int, _ string, st *unix.Stat_t, e tidyEntry) bool {
-		moved = st == nil || (safefs.Identity{Dev: st.Dev, Ino: st.Ino}) != e.under
+	h.eachAnchored(func(_ int, _ string, ino uint64, e tidyEntry) bool {
+		moved = ino != e.under.Ino
 		return !moved
 	})
 	return moved
 }
 
 // eachAnchored calls fn, deepest first, with each anchored path's
-// directory (reached below the bound directory without a symlink), its
-// name and what is there now (nil when nothing or unreachable), until fn
-// returns false.
-func (h *Held) eachAnchored(fn func(dirfd int, name string, st *unix.Stat_t, e tidyEntry) bool) {
+// directory (reached below the bound directory without a symlink; -1 when
+// it cannot be), its name and the inode its directory's listing gives the
+// name now (0: not there, or the directory is not the one the walk listed
+// — another device), until fn returns false.
+func (h *Held) eachAnchored(fn func(dirfd int, name string, ino uint64, e tidyEntry) bool) {
 	if h == nil {
 		return
 	}
+	buf := make([]byte, 8<<10)
 	for _, t := range h.tidy {
 		for _, e := range t.entries {
 			parent, name := path.Dir(e.rel), path.Base(e.rel)
-			pf := t.dir
-			if parent != "." {
-				f, err := safefs.OpenBeneath(t.dir, parent, unix.O_PATH|unix.O_DIRECTORY)
-				if err != nil {
-					if !fn(-1, name, nil, e) {
-						return
-					}
-					continue
+			pf, err := safefs.OpenBeneath(t.dir, parent, unix.O_RDONLY|unix.O_DIRECTORY)
+			if err != nil {
+				if !fn(-1, name, 0, e) {
+					return
 				}
-				pf = f
+				continue
 			}
-			var st unix.Stat_t
-			at := &st
-			if unix.Fstatat(int(pf.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-				at = nil
+			var ino uint64
+			if id, err := safefs.ID(pf); err == nil && id.Dev == e.under.Dev {
+				_ = safefs.ReadDirentsIno(int(pf.Fd()), buf, func(n []byte, i uint64, _ byte) error {
+					if string(n) == name {
+						ino = i
+					}
+					return nil
+				})
 			}
-			more := fn(int(pf.Fd()), name, at, e)
-			if pf != t.dir {
-				pf.Close()
-			}
+			more := fn(int(pf.Fd()), name, ino, e)
+			pf.Close()
 			if !more {
 				return
 			}
 		}
 	}
+}
+
+// dropTidy closes what tidying needed once the start ran: nothing is
+// tidied after.
+func (h *Held) dropTidy() {
+	if h == nil {
+		return
+	}
+	for _, t := range h.tidy {
+		t.dir.Close()
+	}
+	h.tidy = nil
 }

@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 )
@@ -16,14 +19,19 @@ import (
 // made for it on the host is removed (Held.tidyUp) and the view is walked
 // and started again, up to maxMovedTries, so a directory moved on the
 // host while a tool started costs a walk, not the call. The caller calls
-// h.Ended() once the sandbox is gone; on an error nothing is held.
-// spec: B1
+// h.Ended() once the sandbox is gone; on an error nothing is held. A
+// cancelled ctx stops the tries. spec: B1
 //
 // P is the started process (*proc.Proc): this package does not link the
 // starter, which the ctx client must not carry.
-func Start[P any](v View, argv []string, env map[string]string, start func(bwrap.Spec) (P, error)) (P, *Held, error) {
+func Start[P any](ctx context.Context, v View, argv []string, env map[string]string, start func(bwrap.Spec) (P, error)) (P, *Held, error) {
 	var none P
+	log := v.Log
+	if log == nil {
+		log = slog.Default()
+	}
 	for try := 1; ; try++ {
+		t0 := time.Now()
 		s, h, err := v.Build(argv, env)
 		if err != nil {
 			return none, nil, err
@@ -31,6 +39,7 @@ func Start[P any](v View, argv []string, env map[string]string, start func(bwrap
 		p, err := start(s)
 		h.Started()
 		if err == nil {
+			h.dropTidy()
 			return p, h, nil
 		}
 		// bwrap itself fails when a directory it binds moved just before
@@ -40,14 +49,12 @@ func Start[P any](v View, argv []string, env map[string]string, start func(bwrap
 			moved, err = true, fmt.Errorf("%w (%w)", bwrap.ErrMoved, err)
 		}
 		if moved {
-			h.tidyUp()
+			h.tidyUp(t0)
 		}
 		h.Ended()
-		if !moved || try == maxMovedTries {
+		if !moved || try == maxMovedTries || ctx.Err() != nil {
 			return none, nil, err
 		}
-		if v.Log != nil {
-			v.Log.Info("a protected path moved while its sandbox started; walking again", "agent", v.Def.Name, "try", try, "err", err)
-		}
+		log.Info("a protected path moved while its sandbox started; walking again", "agent", v.Def.Name, "try", try, "err", err)
 	}
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -26,7 +27,7 @@ func TestStartWalksAgainWhenMoved(t *testing.T) {
 	v := startView(t)
 	ws := v.Workspace
 	var errs []error
-	p, h, err := Start(v, []string{"/bin/sh", "-c", "touch /workspace/x/.git/hooks/h 2>/dev/null && echo WROTE; ls /workspace"}, nil,
+	p, h, err := Start(context.Background(), v, []string{"/bin/sh", "-c", "touch /workspace/x/.git/hooks/h 2>/dev/null && echo WROTE; ls /workspace"}, nil,
 		func(s bwrap.Spec) (*proc.Proc, error) {
 			if len(errs) == 0 {
 				if err := os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "x")); err != nil {
@@ -79,7 +80,7 @@ func TestStartWalksAgainWhenBwrapMeetsAMove(t *testing.T) {
 	v := startView(t)
 	ws := v.Workspace
 	var errs []error
-	p, h, err := Start(v, []string{"/bin/sh", "-c", "echo ran"}, nil, func(s bwrap.Spec) (*proc.Proc, error) {
+	p, h, err := Start(context.Background(), v, []string{"/bin/sh", "-c", "echo ran"}, nil, func(s bwrap.Spec) (*proc.Proc, error) {
 		if len(errs) == 0 {
 			os.RemoveAll(filepath.Join(ws, "sub"))
 		}
@@ -97,10 +98,10 @@ func TestStartWalksAgainWhenBwrapMeetsAMove(t *testing.T) {
 	}
 
 	// Nothing moved: bwrap's failure (a bind whose source never existed)
-	// is returned at once.
+	// is returned at once, classified as bwrap's (proc.ErrSandbox).
 	os.MkdirAll(filepath.Join(ws, "sub", ".git"), 0o755)
 	errs = nil
-	_, _, err = Start(v, []string{"/bin/true"}, nil, func(s bwrap.Spec) (*proc.Proc, error) {
+	_, _, err = Start(context.Background(), v, []string{"/bin/true"}, nil, func(s bwrap.Spec) (*proc.Proc, error) {
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(ws, "never"), Dst: "/never"})
 		p, err := proc.Start(proc.Options{Bwrap: bwrap.DefaultPath, Spec: s})
 		errs = append(errs, err)
@@ -108,6 +109,9 @@ func TestStartWalksAgainWhenBwrapMeetsAMove(t *testing.T) {
 	})
 	if len(errs) != 1 || !errors.Is(err, bwrap.ErrNoView) || errors.Is(err, bwrap.ErrMoved) || !strings.Contains(err.Error(), "never") {
 		t.Errorf("tries %v, error %v: want bwrap's own failure once", errs, err)
+	}
+	if !errors.Is(err, proc.ErrSandbox) || !strings.Contains(err.Error(), "check that bubblewrap works") {
+		t.Errorf("error %v: bwrap's failure is not told as one, with its fix", err)
 	}
 }
 
