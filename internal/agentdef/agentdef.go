@@ -12,7 +12,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode/utf8"
 
@@ -117,8 +119,7 @@ func Load(l layout.Layout, name string) (*Def, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("agent %q: %s is not a regular file (symlinks are refused): %w", name, d.Object, ErrInvalid)
 	}
-	d.UID, d.GID = os.Geteuid(), os.Getegid()
-	d.Groups, _ = os.Getgroups()
+	d.UID, d.GID, d.Groups = creds()
 	d.Limits = limits.Default
 	// Control files are re-read for every run (U6): the directory is
 	// listed once and only the names it holds are opened, below its
@@ -215,37 +216,57 @@ func controlErr(path string, err error) error {
 	return err
 }
 
+// creds is the process's effective uid, gid and groups, read once: a
+// daemon's never change, and Load runs at every run's start.
+func creds() (uid, gid int, groups []int) {
+	c := procCreds()
+	return c.uid, c.gid, slices.Clone(c.groups)
+}
+
+var procCreds = sync.OnceValue(func() (c struct {
+	uid, gid int
+	groups   []int
+}) {
+	c.groups, _ = os.Getgroups()
+	c.uid, c.gid = os.Geteuid(), os.Getegid()
+	return c
+})
+
 // controlDir is a definition's control directory as Load reads it: the
 // names it held when listed, each read below its descriptor as
-// ReadControl reads a path. No directory: every file is absent.
+// ReadControl reads a path. No directory: every file is absent. The
+// descriptor is a plain one, not an *os.File: a run's start reads it, and
+// an *os.File of a directory costs five syscalls more (the poller's
+// registration, and blocking mode set back for Fd).
 type controlDir struct {
-	f     *os.File
+	fd    int // -1: no directory
 	path  string
 	names map[string]bool
 }
 
 func openControls(path string) (*controlDir, error) {
-	c := &controlDir{path: path}
+	c := &controlDir{fd: -1, path: path}
 	// O_DIRECTORY: anything else in its place is refused at once (a
 	// FIFO never blocks the open).
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if errors.Is(err, fs.ErrNotExist) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return c, nil
-	}
-	if errors.Is(err, syscall.ENOTDIR) {
+	case errors.Is(err, syscall.ENOTDIR):
 		return nil, fmt.Errorf("%s: not a directory: %w", path, ErrInvalid)
+	case err != nil:
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	if err != nil {
-		return nil, err
-	}
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		f.Close()
+	c.fd, c.names = fd, make(map[string]bool, 16)
+	if err := safefs.ReadDirents(fd, make([]byte, 8<<10), func(name []byte, _ byte) error {
+		c.names[string(name)] = true
+		return nil
+	}); err != nil {
+		c.close()
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	c.f, c.names = f, make(map[string]bool, len(names))
-	for _, n := range names {
-		c.names[n] = true
 	}
 	return c, nil
 }
@@ -257,12 +278,13 @@ func (c *controlDir) read(name string) ([]byte, error) {
 	if !c.names[name] {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
 	}
-	return readControlAt(int(c.f.Fd()), name, path)
+	return readControlAt(c.fd, name, path)
 }
 
 func (c *controlDir) close() {
-	if c.f != nil {
-		c.f.Close()
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
 	}
 }
 

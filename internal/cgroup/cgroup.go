@@ -116,6 +116,9 @@ type Group struct {
 	mu     sync.Mutex
 	used   bool
 	closed bool
+	// entered: a thread or a process joined the group (Enter, Place).
+	// One only made (Prepare), or leased empty, holds nothing at Close.
+	entered bool
 	// inside counts the daemon's threads that entered the group and have
 	// not left it yet: Close waits for them, since killing the group
 	// kills every process a thread of it belongs to — the daemon's own.
@@ -160,7 +163,7 @@ func (g *Group) EnterFunc() func(tid int) (func() error, error) {
 		if g.closed {
 			return nil, ErrClosed
 		}
-		g.used = true
+		g.used, g.entered = true, true
 		g.inside.Add(1)
 		leave, err := e.enter(g.name, g.lim, tid, g.ready)
 		var once sync.Once
@@ -258,7 +261,7 @@ func (g *Group) Place(pid int) error {
 	if g.closed {
 		return ErrClosed
 	}
-	g.used = true
+	g.used, g.entered = true, true
 	if err := g.m.b.place(g.name, g.lim, pid); err != nil {
 		return fmt.Errorf("cgroup %s (%s): %w", g.name, g.m.b.mode(), err)
 	}
@@ -310,7 +313,7 @@ func (g *Group) Close(grace time.Duration) error {
 	}
 	g.inside.Wait() // every thread of the daemon is out before the kill
 	g.mu.Lock()
-	used := g.used
+	used, entered := g.used, g.entered
 	g.mu.Unlock()
 	if !used {
 		if g.slot != nil {
@@ -319,8 +322,11 @@ func (g *Group) Close(grace time.Duration) error {
 		return nil
 	}
 	deadline := time.Now().Add(grace)
-	empty := false
-	for {
+	// Nothing ever joined it (a run whose sandbox never started — an MCP
+	// call's tsh op): it is as empty as it was made or leased, and is
+	// not listed.
+	empty := !entered
+	for !empty {
 		ps, err := g.m.b.procs(g.name)
 		if err == nil && len(ps) == 0 {
 			// Closed, no daemon thread inside, and no process left to

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -224,15 +223,10 @@ func Parse(file string, data []byte) (*File, error) {
 // Load reads a declaration file without following a symlink; an absent
 // file is an empty declaration.
 func Load(path string) (*File, error) {
-	f, _, err := safefs.OpenRegular(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return &File{Version: Version, Servers: map[string]*Server{}}, nil
-		}
-		return nil, fmt.Errorf("mcp declarations %s: %w", path, err)
+	data, err := safefs.ReadRegular(path, MaxFileSize+1)
+	if errors.Is(err, os.ErrNotExist) {
+		return &File{Version: Version, Servers: map[string]*Server{}}, nil
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("mcp declarations %s: %w", path, err)
 	}

@@ -3,7 +3,6 @@ package safefs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 
@@ -38,14 +37,10 @@ func OpenRegular(path string) (*os.File, fs.FileInfo, error) {
 }
 
 // ReadRegular reads at most limit bytes of the regular file at path,
-// opened as OpenRegular does.
+// opened as OpenRegular does (ReadRegularAt: no *os.File, its size read
+// once).
 func ReadRegular(path string, limit int64) ([]byte, error) {
-	f, _, err := OpenRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, limit))
+	return ReadRegularAt(unix.AT_FDCWD, path, path, limit)
 }
 
 // ReadRegularAt reads at most limit bytes of rel below the directory
