@@ -28,16 +28,11 @@ func TestStartWalksAgainWhenMoved(t *testing.T) {
 	ws := v.Workspace
 	var errs []error
 	p, h, err := Start(context.Background(), v, []string{"/bin/sh", "-c", "touch /workspace/x/.git/hooks/h 2>/dev/null && echo WROTE; ls /workspace"}, nil,
-		func(s bwrap.Spec) (*proc.Proc, error) {
-			if len(errs) == 0 {
-				if err := os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "x")); err != nil {
-					t.Fatal(err)
-				}
+		tries(&errs, func(s *bwrap.Spec) {
+			if err := os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "x")); err != nil {
+				t.Fatal(err)
 			}
-			p, err := proc.Start(proc.Options{Bwrap: bwrap.DefaultPath, Spec: s})
-			errs = append(errs, err)
-			return p, err
-		})
+		}, nil))
 	if err != nil {
 		t.Fatalf("start: %v (tries %v)", err, errs)
 	}
@@ -51,6 +46,24 @@ func TestStartWalksAgainWhenMoved(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "x", ".git", "hooks", "h")); err == nil || string(out) == "" {
 		t.Errorf("the moved repository's hooks were writable (output %q)", out)
+	}
+}
+
+// tries is a start that records each try's error in errs, changing the
+// spec (or the host) first with first on the first try and with then on
+// the later ones (nil: nothing).
+func tries(errs *[]error, first, then func(*bwrap.Spec)) func(bwrap.Spec) (*proc.Proc, error) {
+	return func(s bwrap.Spec) (*proc.Proc, error) {
+		change := then
+		if len(*errs) == 0 {
+			change = first
+		}
+		if change != nil {
+			change(&s)
+		}
+		p, err := proc.Start(proc.Options{Bwrap: bwrap.DefaultPath, Spec: s})
+		*errs = append(*errs, err)
+		return p, err
 	}
 }
 
@@ -80,14 +93,8 @@ func TestStartWalksAgainWhenBwrapMeetsAMove(t *testing.T) {
 	v := startView(t)
 	ws := v.Workspace
 	var errs []error
-	p, h, err := Start(context.Background(), v, []string{"/bin/sh", "-c", "echo ran"}, nil, func(s bwrap.Spec) (*proc.Proc, error) {
-		if len(errs) == 0 {
-			os.RemoveAll(filepath.Join(ws, "sub"))
-		}
-		p, err := proc.Start(proc.Options{Bwrap: bwrap.DefaultPath, Spec: s})
-		errs = append(errs, err)
-		return p, err
-	})
+	p, h, err := Start(context.Background(), v, []string{"/bin/sh", "-c", "echo ran"}, nil,
+		tries(&errs, func(*bwrap.Spec) { os.RemoveAll(filepath.Join(ws, "sub")) }, nil))
 	if err != nil {
 		t.Fatalf("start: %v (tries %v)", err, errs)
 	}
@@ -101,12 +108,10 @@ func TestStartWalksAgainWhenBwrapMeetsAMove(t *testing.T) {
 	// is returned at once, classified as bwrap's (proc.ErrSandbox).
 	os.MkdirAll(filepath.Join(ws, "sub", ".git"), 0o755)
 	errs = nil
-	_, _, err = Start(context.Background(), v, []string{"/bin/true"}, nil, func(s bwrap.Spec) (*proc.Proc, error) {
+	never := func(s *bwrap.Spec) {
 		s.Mounts = append(s.Mounts, bwrap.Mount{Src: filepath.Join(ws, "never"), Dst: "/never"})
-		p, err := proc.Start(proc.Options{Bwrap: bwrap.DefaultPath, Spec: s})
-		errs = append(errs, err)
-		return p, err
-	})
+	}
+	_, _, err = Start(context.Background(), v, []string{"/bin/true"}, nil, tries(&errs, never, never))
 	if len(errs) != 1 || !errors.Is(err, bwrap.ErrNoView) || errors.Is(err, bwrap.ErrMoved) || !strings.Contains(err.Error(), "never") {
 		t.Errorf("tries %v, error %v: want bwrap's own failure once", errs, err)
 	}
