@@ -333,11 +333,14 @@ func (a *Actor) onStopping() {
 // launch prepares the terminal resource and starts the terminal: the id
 // (T5), the socket directory and ABI link (T3), the sandbox (B1–B4), then
 // the launcher; it writes the launch receipt (L2) and the agent.start event.
-func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, session, workspace string) (rec Receipt, held *sandbox.Held, err error) {
+func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, session, workspace string) (rec Receipt, _ *sandbox.Held, err error) {
+	// The view's placeholders are the caller's once the terminal runs;
+	// until then, every failure ends them (an error's return leaves the
+	// result nil, so they are kept here).
+	var held *sandbox.Held
 	defer func() {
 		if err != nil {
 			held.Ended() // the placeholders of a terminal that never ran
-			held = nil
 		}
 	}()
 	l := cfg.Layout

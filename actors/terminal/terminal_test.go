@@ -24,6 +24,7 @@ import (
 	"github.com/cortexfs/ctx/internal/layout"
 	"github.com/cortexfs/ctx/internal/procstat"
 	"github.com/cortexfs/ctx/internal/termres"
+	"github.com/cortexfs/ctx/internal/workspace"
 )
 
 func TestMain(m *testing.M) {
@@ -308,5 +309,31 @@ func TestUnitName(t *testing.T) {
 	}
 	if UnitName(layout.Layout{Root: "/other"}, "coder", "default", 2) == n {
 		t.Error("two roots share a unit name")
+	}
+}
+
+// failingLauncher is the fake launcher whose starts all fail.
+type failingLauncher struct{ *fakeLauncher }
+
+func (failingLauncher) Start(context.Context, LaunchSpec) (Receipt, error) {
+	return Receipt{}, errors.New("no launch")
+}
+
+// A terminal whose launch fails after its view was made leaves no
+// placeholder of the view's absent protected names in the workspace (the
+// view's Held is ended). spec: B1
+func TestLaunchFailedLeavesNoPlaceholders(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Placeholders = workspace.NewRegistry()
+	pid := w.sys.Root.Spawn(Props(w.cfg, failingLauncher{newFake()}, "a", "default"))
+	sr := w.ask(t, pid, &Start{Workspace: w.ws}).(*StartResponse)
+	if sr.Err == nil {
+		t.Fatalf("start: %+v, want the launcher's error", sr)
+	}
+	ents, _ := os.ReadDir(w.ws)
+	for _, e := range ents {
+		if e.Name() != ".git" {
+			t.Errorf("left in the workspace: %s", e.Name())
+		}
 	}
 }
