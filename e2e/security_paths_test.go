@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cortexfs/ctx/ctxterm"
 	"golang.org/x/sys/unix"
 )
 
@@ -313,25 +315,7 @@ func TestSecurityProtectedRepoMoved(t *testing.T) {
 	marker := filepath.Join(marks, "ran")
 	var ws string
 	var repo unix.Stat_t // the repository's .git, whatever its directory is called
-	// planted looks for the hook in the repository itself (by identity,
-	// through a descriptor: the names keep moving; a directory a mount
-	// made in the way is no repository).
-	planted := func() []string {
-		var got []string
-		for _, n := range []string{"sub", "x"} {
-			fd, err := unix.Open(filepath.Join(ws, n, ".git"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				continue
-			}
-			var st, hook unix.Stat_t
-			if unix.Fstat(fd, &st) == nil && st.Dev == repo.Dev && st.Ino == repo.Ino &&
-				unix.Fstatat(fd, "hooks/post-checkout", &hook, unix.AT_SYMLINK_NOFOLLOW) == nil {
-				got = append(got, n)
-			}
-			unix.Close(fd)
-		}
-		return got
-	}
+	planted := func() []string { return hookPlanted(ws, repo) }
 	ran, refusedAll := 0, 0
 	// The long holds let sandboxes start between moves even on a loaded
 	// machine (and so try the hook inside one); the short ones race.
@@ -381,6 +365,91 @@ func TestSecurityProtectedRepoMoved(t *testing.T) {
 	if ran == 0 || refusedAll+again == 0 {
 		t.Errorf("%d racing sandboxes started, %d refused, %d walked again: the attack was not tried both ways", ran, refusedAll, again)
 	}
+}
+
+// hookPlanted looks for a post-checkout hook in the repository whose
+// .git is repo, under ws/sub or ws/x (by identity, through a descriptor:
+// the names keep moving; a directory a mount made in the way is no
+// repository).
+func hookPlanted(ws string, repo unix.Stat_t) []string {
+	var got []string
+	for _, n := range []string{"sub", "x"} {
+		fd, err := unix.Open(filepath.Join(ws, n, ".git"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		var st, hook unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Dev == repo.Dev && st.Ino == repo.Ino &&
+			unix.Fstatat(fd, "hooks/post-checkout", &hook, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			got = append(got, n)
+		}
+		unix.Close(fd)
+	}
+	return got
+}
+
+// TestSecurityTerminalRepoMoved (spec: B1): the terminal's shell is
+// started by ctxterm (under systemd too), so its view is checked once the
+// shell runs, before the start is answered. A host loop renames a
+// directory holding a repository while terminals start: each terminal
+// either fails to start or has the repository's hooks read-only under
+// whichever name the shell tries.
+func TestSecurityTerminalRepoMoved(t *testing.T) {
+	w, ws := termWorld(t)
+	os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
+	mustGit(t, t.TempDir(), filepath.Join(ws, "sub"), "init", "-q")
+	var repo unix.Stat_t
+	if err := unix.Stat(filepath.Join(ws, "sub", ".git"), &repo); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(w.termDir("t1", "default"), "main.sock")
+	started, refused, tried := 0, 0, 0
+	for _, hold := range []time.Duration{500 * time.Millisecond, 100 * time.Millisecond, 20 * time.Millisecond} {
+		stop, swapped := make(chan struct{}), make(chan string, 1)
+		go func() { swapped <- swapLoop(filepath.Join(ws, "sub"), filepath.Join(ws, "x"), hold, stop) }()
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+			if r := w.ctx(ws, "", "agent", "start", "t1"); r.code != 0 {
+				if refused++; refused <= 3 {
+					t.Logf("hold %v: refused: %s", hold, r.stderr)
+				}
+				continue
+			}
+			started++
+			a := dialTerm(t, sock, ctxterm.ModeAttach)
+			if waitOutput(a, "tsh> ", 10*time.Second) {
+				a.send("bash\r")
+				if waitOutput(a, "/workspace# ", 10*time.Second) {
+					a.send(`for n in sub x; do touch /workspace/$n/.git/hooks/post-checkout 2>/dev/null; done; echo "TR""IED=1"` + "\r")
+					if waitOutput(a, "TRIED=1", 10*time.Second) {
+						tried++
+					}
+				}
+			}
+			a.c.Close()
+			w.ctx("", "", "agent", "stop", "t1")
+			if got := hookPlanted(ws, repo); len(got) > 0 {
+				close(stop)
+				<-swapped
+				t.Fatalf("hold %v: a terminal planted a hook in the moving repository under %v:\n%q", hold, got, a.bytes())
+			}
+		}
+		close(stop)
+		t.Logf("hold %v: the swap loop: %s", hold, <-swapped)
+	}
+	t.Logf("%d terminals started (%d tried the hook), %d refused", started, tried, refused)
+	if tried == 0 {
+		t.Error("no terminal tried the hook while the repository moved: the attack was not tried")
+	}
+}
+
+// waitOutput waits until the terminal's output holds s.
+func waitOutput(tc *termConn, s string, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if bytes.Contains(tc.bytes(), []byte(s)) {
+			return true
+		}
+	}
+	return false
 }
 
 // swapLoop renames a to b and back, holding each name for hold, until

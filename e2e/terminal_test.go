@@ -623,3 +623,32 @@ func TestAttachNoSuchAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminalNestedRepoChecked (spec: B1): a terminal in a workspace
+// with a nested repository starts — its view checked against the walk
+// once the shell runs — and the nested repository's hooks are read-only
+// in it while the workspace around them is writable.
+func TestTerminalNestedRepoChecked(t *testing.T) {
+	w, ws := termWorld(t)
+	os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
+	mustGit(t, t.TempDir(), filepath.Join(ws, "sub"), "init", "-q")
+	r := w.ctx(ws, "", "agent", "start", "t1")
+	if r.code != 0 {
+		t.Fatalf("agent start: %d %s%s\n%s", r.code, r.stdout, r.stderr, w.log)
+	}
+	a := dialTerm(t, filepath.Join(w.termDir("t1", "default"), "main.sock"), ctxterm.ModeAttach)
+	a.expect("tsh> ", 10*time.Second)
+	a.send("bash\r")
+	a.expect("/workspace# ", 10*time.Second)
+	a.run(`touch /workspace/sub/.git/hooks/post-checkout 2>/dev/null && echo "HO""OK=ok" || echo "HO""OK=fail"`, "HOOK")
+	a.run(`touch /workspace/sub/file && echo "SU""B=ok" || echo "SU""B=fail"`, "SUB")
+	if got := a.value("HOOK"); got != "fail" {
+		t.Errorf("a hook in the nested repository: %q, want fail", got)
+	}
+	if got := a.value("SUB"); got != "ok" {
+		t.Errorf("a file beside it: %q, want ok", got)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "sub", ".git", "hooks", "post-checkout")); err == nil {
+		t.Error("the hook is on the host")
+	}
+}

@@ -422,6 +422,10 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 		_ = launcher.Stop(context.Background(), rec, 0)
 		return Receipt{}, nil, err
 	}
+	if err := checkView(rec.PID, spec.Anchors, 10*time.Second); err != nil {
+		_ = launcher.Stop(context.Background(), rec, 0)
+		return Receipt{}, nil, fmt.Errorf("terminal view: %w (start it again)", err)
+	}
 	rec.Started = time.Now().UTC().Format(time.RFC3339Nano)
 	if err := WriteReceipt(LaunchReceiptPath(l, agent, session), rec); err != nil {
 		_ = launcher.Stop(context.Background(), rec, 0)

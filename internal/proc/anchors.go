@@ -29,6 +29,18 @@ import (
 // holds newroot/). A child gone before that ran nothing and never will:
 // bwrap failed, and says why on its stderr (bwrap.ErrNoView). spec: B1
 func checkView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
+	return checkViewOf(child, anchors, timeout, true)
+}
+
+// CheckView checks the view of a sandbox the daemon did not start itself
+// — the terminal's, whose bwrap ctxterm runs — once child, bwrap's first
+// process, has made it, as checkView does. Its program may already run:
+// the caller ends the sandbox when the view is not the walk's. spec: B1
+func CheckView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
+	return checkViewOf(child, anchors, timeout, false)
+}
+
+func checkViewOf(child int, anchors []bwrap.Anchor, timeout time.Duration, learn bool) error {
 	var host unix.Stat_t
 	if err := unix.Stat("/", &host); err != nil {
 		return fmt.Errorf("view check: %w", err)
@@ -78,7 +90,10 @@ func checkView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
 	// a workspace with nested repositories ~0.5 ms (~2 %,
 	// BenchmarkToolCallNestedRepos); polling the child's mountinfo
 	// instead (POLLPRI at each of its ~80 mounts) cost more on two cores.
-	slept := time.Duration(viewTime.Load()) * 3 / 4
+	var slept time.Duration
+	if learn {
+		slept = time.Duration(viewTime.Load()) * 3 / 4
+	}
 	if slept > 0 {
 		slept = min(slept, maxFirstLook)
 		nanosleep(slept)
@@ -106,7 +121,9 @@ func checkView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
 					took = old / 2
 				}
 			}
-			viewTime.Store(min(took, int64(maxFirstLook)))
+			if learn {
+				viewTime.Store(min(took, int64(maxFirstLook)))
+			}
 			break
 		}
 		unix.Close(fd)

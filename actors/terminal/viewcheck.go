@@ -1,0 +1,109 @@
+package terminal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/proc"
+)
+
+// checkView checks a started terminal's view against the walk that made
+// its spec (bwrap.Anchor): ctxterm (pid) runs bwrap, whose first process
+// is the shell. The terminal's bwrap is ctxterm's to start (under systemd
+// too, where nothing of the daemon's reaches it), so the view is checked
+// once the shell runs rather than before: a view whose protection is not
+// where the walk found it (a directory holding a nested repository moved
+// on the host while the terminal started) is ended before the start is
+// answered, so nobody ever attaches to it. spec: B1
+func checkView(pid int, anchors []bwrap.Anchor, timeout time.Duration) error {
+	if len(anchors) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		child, err := grandchild(pid)
+		if err == nil {
+			return proc.CheckView(child, anchors, time.Until(deadline))
+		}
+		if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
+			return fmt.Errorf("the terminal ended as it started: %w", serr)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("view check: %w", err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// grandchild is the one child of pid's one child: bwrap's first process
+// below ctxterm. Anything else (none yet, or more than one) is an error.
+func grandchild(pid int) (int, error) {
+	c, err := onlyChild(pid)
+	if err != nil {
+		return 0, err
+	}
+	return onlyChild(c)
+}
+
+// onlyChild reads pid's children from every thread's list (a Go process
+// forks from any of its threads).
+func onlyChild(pid int) (int, error) {
+	lists, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	var kids []int
+	if len(lists) == 0 {
+		// A kernel without CONFIG_PROC_CHILDREN: every process's parent.
+		var err error
+		if kids, err = childrenByStat(pid); err != nil {
+			return 0, err
+		}
+	}
+	for _, l := range lists {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue // a thread that ended meanwhile
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if k, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, k)
+			}
+		}
+	}
+	switch len(kids) {
+	case 1:
+		return kids[0], nil
+	case 0:
+		return 0, errors.New("its sandbox has not started yet")
+	}
+	return 0, fmt.Errorf("process %d has %d children, not one sandbox", pid, len(kids))
+}
+
+// childrenByStat lists pid's children from every process's stat.
+func childrenByStat(pid int) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var kids []int
+	for _, e := range ents {
+		k, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold anything but its last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if f := strings.Fields(string(b[i+1:])); i >= 0 && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			kids = append(kids, k)
+		}
+	}
+	return kids, nil
+}

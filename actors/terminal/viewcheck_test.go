@@ -1,0 +1,59 @@
+package terminal
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/safefs"
+)
+
+// TestCheckViewOfStarted (spec: B1): a terminal's view is checked once
+// its shell runs — the sandbox two processes below the one the launcher
+// started (ctxterm → bwrap → the shell; here sh → bwrap → sleep): a
+// protection in the directory the walk found it passes, one the walk
+// found elsewhere is refused (bwrap.ErrMoved).
+func TestCheckViewOfStarted(t *testing.T) {
+	if _, err := exec.LookPath(bwrap.DefaultPath); err != nil {
+		t.Skip("no bwrap")
+	}
+	ws := t.TempDir()
+	git := filepath.Join(ws, "sub", ".git")
+	if err := os.MkdirAll(filepath.Join(git, "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := func(p string) safefs.Identity {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		i, err := safefs.ID(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i
+	}
+	cmd := exec.Command("/bin/sh", "-c", bwrap.DefaultPath+` --unshare-all --die-with-parent --ro-bind /usr /usr --ro-bind /bin /bin --ro-bind /lib /lib --ro-bind /lib64 /lib64 --bind "$1" "$1" --ro-bind "$2" "$2" /bin/sleep 30; true`, "sh", ws, git)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	good := bwrap.Anchor{Dst: git, Dir: id(filepath.Join(ws, "sub")), Mounted: id(git), Under: id(git)}
+	if err := checkView(cmd.Process.Pid, []bwrap.Anchor{good}, 10*time.Second); err != nil {
+		t.Errorf("the view as the walk found it: %v", err)
+	}
+	moved := good
+	moved.Dir = id(ws)
+	if err := checkView(cmd.Process.Pid, []bwrap.Anchor{moved}, 10*time.Second); !errors.Is(err, bwrap.ErrMoved) || !strings.Contains(err.Error(), "not the directory the walk found") {
+		t.Errorf("a protection the walk found elsewhere: %v, want ErrMoved", err)
+	}
+	if err := checkView(cmd.Process.Pid, nil, time.Second); err != nil {
+		t.Errorf("no anchors: %v", err)
+	}
+}
