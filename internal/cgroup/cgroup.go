@@ -186,7 +186,7 @@ func (g *Group) EnterFunc() func(tid int) (func() error, error) {
 // creator is a backend that can make a group before any process joins it
 // (v1, v2): the mkdir and the limits, without the move.
 type creator interface {
-	create(name string, l limits.Limits) error
+	create(name string, l limits.Limits) (existed bool, err error)
 }
 
 // Prepare makes the group in the background now, where the backend can
@@ -219,11 +219,16 @@ func (g *Group) Prepare() {
 			return
 		}
 		g.used = true // made, so Close removes it
-		if err := c.create(g.name, g.lim); err != nil {
+		existed, err := c.create(g.name, g.lim)
+		if err != nil {
 			g.m.log.Debug("cgroup not made ahead (its first process makes it)", "group", g.name, "err", err)
 		} else {
 			g.ready = true
 		}
+		// A new group's name found taken (a crashed daemon's group its
+		// sweep could not kill): what is inside is unknown, so Close
+		// lists it and kills what it finds.
+		g.entered = g.entered || existed
 	}()
 }
 

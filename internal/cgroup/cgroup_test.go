@@ -837,3 +837,47 @@ func TestCloseOfAnEmptyGroupListsOnce(t *testing.T) {
 		}
 	}
 }
+
+// creatingBackend is a countingBackend that makes groups ahead
+// (Group.Prepare), finding the name taken when existed is set.
+type creatingBackend struct {
+	countingBackend
+	existed bool
+}
+
+func (b *creatingBackend) create(string, limits.Limits) (bool, error) { return b.existed, nil }
+
+// TestCloseOfAGroupNothingJoined: a group made ahead that no thread or
+// process ever joined (a run that only called an MCP server) is removed
+// at Close without being listed or killed; one whose name was found
+// taken when it was made (a crashed daemon's group its sweep could not
+// kill) holds what nobody knows, and is listed and killed. spec: L4
+func TestCloseOfAGroupNothingJoined(t *testing.T) {
+	for _, tc := range []struct {
+		existed             bool
+		lists, kills, rmdir int
+	}{
+		{false, 0, 0, 1},
+		{true, 1, 1, 1},
+	} {
+		b := &creatingBackend{existed: tc.existed}
+		b.inside = []int{12345}
+		if !tc.existed {
+			b.inside = nil
+		}
+		m := &Manager{b: b}
+		g := m.Group("run-nothing", limits.Default)
+		g.Prepare()
+		g.mu.Lock()
+		made := g.made
+		g.mu.Unlock()
+		<-made // made before the close (a close first makes nothing)
+		if err := g.Close(0); err != nil {
+			t.Fatal(err)
+		}
+		if b.lists != tc.lists || b.kills != tc.kills || b.removes != tc.rmdir {
+			t.Errorf("existed %v: %d lists, %d kills, %d removals; want %d, %d, %d",
+				tc.existed, b.lists, b.kills, b.removes, tc.lists, tc.kills, tc.rmdir)
+		}
+	}
+}

@@ -245,7 +245,7 @@ func (v *v1) join(name string, l limits.Limits, file string, id int) error {
 
 // joinAs is join with the id as written ("0": the writing thread).
 func (v *v1) joinAs(name string, l limits.Limits, file, id string) error {
-	if err := v.create(name, l); err != nil {
+	if _, err := v.create(name, l); err != nil {
 		return err
 	}
 	return v.writeAll(name, file, id)
@@ -262,11 +262,12 @@ func (v *v1) writeAll(name, file, id string) error {
 }
 
 // create makes the group in every controller with its limits; a group
-// that exists already is left as it is (made ahead by Group.Prepare).
-func (v *v1) create(name string, l limits.Limits) error {
+// that exists already is left as it is (made ahead by Group.Prepare), and
+// existed says so.
+func (v *v1) create(name string, l limits.Limits) (existed bool, err error) {
 	for _, c := range v.order {
 		dir := filepath.Join(v.dirs[c], name)
-		err := os.Mkdir(dir, 0o755)
+		err = os.Mkdir(dir, 0o755)
 		if errors.Is(err, fs.ErrNotExist) { // the base was released: make it again
 			if err = os.Mkdir(v.dirs[c], 0o755); err == nil || errors.Is(err, fs.ErrExist) {
 				err = os.Mkdir(dir, 0o755)
@@ -275,13 +276,15 @@ func (v *v1) create(name string, l limits.Limits) error {
 		if err == nil {
 			if err = configureV1(c, dir, l); err != nil {
 				_ = v.rmdir(dir)
-				return fmt.Errorf("%s: %w", c, err)
+				return false, fmt.Errorf("%s: %w", c, err)
 			}
-		} else if !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s: %w", c, err)
+		} else if errors.Is(err, fs.ErrExist) {
+			existed = true
+		} else {
+			return false, fmt.Errorf("%s: %w", c, err)
 		}
 	}
-	return nil
+	return existed, nil
 }
 
 // configureV1 writes a new group's limits (before any process joins).

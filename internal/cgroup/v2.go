@@ -110,17 +110,17 @@ func (v *v2) describe() string {
 }
 
 func (v *v2) place(name string, l limits.Limits, pid int) error {
-	if err := v.create(name, l); err != nil {
+	if _, err := v.create(name, l); err != nil {
 		return err
 	}
 	return writeFile(filepath.Join(v.base, name, "cgroup.procs"), strconv.Itoa(pid))
 }
 
 // create makes the group with its limits; one that exists already is left
-// as it is (made ahead by Group.Prepare).
-func (v *v2) create(name string, l limits.Limits) error {
+// as it is (made ahead by Group.Prepare), and existed says so.
+func (v *v2) create(name string, l limits.Limits) (existed bool, err error) {
 	dir := filepath.Join(v.base, name)
-	err := v.mkdir(dir)
+	err = v.mkdir(dir)
 	if errors.Is(err, fs.ErrNotExist) { // the base was released: make it again
 		if err = v.mkdir(v.base); err == nil || errors.Is(err, fs.ErrExist) {
 			if err = enable(v.base, v.ctrls); err == nil {
@@ -132,12 +132,14 @@ func (v *v2) create(name string, l limits.Limits) error {
 	case err == nil:
 		if err := configureV2(dir, l); err != nil {
 			_ = v.rmdir(dir)
-			return err
+			return false, err
 		}
-	case !errors.Is(err, fs.ErrExist):
-		return err
+	case errors.Is(err, fs.ErrExist):
+		return true, nil
+	default:
+		return false, err
 	}
-	return nil
+	return false, nil
 }
 
 // configureV2 writes a new group's limits (before any process joins).

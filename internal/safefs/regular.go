@@ -51,6 +51,9 @@ func ReadRegular(path string, limit int64) ([]byte, error) {
 // poller registration for each. Errors are *fs.PathError naming path.
 func ReadRegularAt(dirfd int, rel, path string, limit int64) ([]byte, error) {
 	fd, err := unix.Openat(dirfd, rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR { // as os.OpenFile does (a FUSE or network filesystem, Go's own preemption signals)
+		fd, err = unix.Openat(dirfd, rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}

@@ -2,6 +2,7 @@ package safefs
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,18 +51,29 @@ func TestReadRegularAt(t *testing.T) {
 		rel   string
 		limit int64
 	}{{"f", 4}, {"f", 10}, {"f", 11}, {"f", 1000}, {"empty", 5}, {"sub/g", 5}, {"link", 4}, {"fifo", 4}, {".", 4}, {"sub", 4}, {"absent", 4}, {"sub/absent", 4}} {
-		want, werr := ReadRegular(filepath.Join(dir, c.rel), c.limit)
+		want, werr := readByFile(filepath.Join(dir, c.rel), c.limit)
 		got, gerr := ReadRegularAt(int(d.Fd()), c.rel, "shown/"+c.rel, c.limit)
 		if string(got) != string(want) || (werr == nil) != (gerr == nil) {
-			t.Errorf("%s/%d: %q %v, ReadRegular %q %v", c.rel, c.limit, got, gerr, want, werr)
+			t.Errorf("%s/%d: %q %v, by an *os.File %q %v", c.rel, c.limit, got, gerr, want, werr)
 		}
 		for _, e := range []error{syscall.ELOOP, ErrNotRegular, fs.ErrNotExist} {
 			if errors.Is(werr, e) != errors.Is(gerr, e) {
-				t.Errorf("%s: %v, ReadRegular %v", c.rel, gerr, werr)
+				t.Errorf("%s: %v, by an *os.File %v", c.rel, gerr, werr)
 			}
 		}
 		if gerr != nil && !strings.Contains(gerr.Error(), "shown/"+c.rel) {
 			t.Errorf("%s: the error does not name the path: %v", c.rel, gerr)
 		}
 	}
+}
+
+// readByFile is the reference ReadRegularAt (and ReadRegular) answer
+// to: the file opened as OpenRegular opens it, read through its *os.File.
+func readByFile(path string, limit int64) ([]byte, error) {
+	f, _, err := OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit))
 }
