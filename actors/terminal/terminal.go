@@ -423,7 +423,14 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 		return Receipt{}, nil, err
 	}
 	if err := checkView(rec.PID, spec.Anchors, 10*time.Second); err != nil {
+		// Ended and waited for before the view's placeholders go (the
+		// deferred Ended): its sandbox has them mounted, and the
+		// launcher lets go of what it keeps for a terminal (its launch
+		// root, its child) in Wait.
 		_ = launcher.Stop(context.Background(), rec, 0)
+		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, _ = launcher.Wait(wctx, rec)
+		cancel()
 		return Receipt{}, nil, fmt.Errorf("terminal view: %w (start it again)", err)
 	}
 	rec.Started = time.Now().UTC().Format(time.RFC3339Nano)

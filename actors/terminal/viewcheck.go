@@ -20,7 +20,9 @@ import (
 // once the shell runs rather than before: a view whose protection is not
 // where the walk found it (a directory holding a nested repository moved
 // on the host while the terminal started) is ended before the start is
-// answered, so nobody ever attaches to it. spec: B1
+// answered. The agent cannot reach the terminal meanwhile (its socket is
+// the owner's, in no view, and tsh runs nothing of its own at start); the
+// owner's own client attaching within those milliseconds could. spec: B1
 func checkView(pid int, anchors []bwrap.Anchor, timeout time.Duration) error {
 	if len(anchors) == 0 {
 		return nil

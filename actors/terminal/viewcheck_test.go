@@ -39,7 +39,7 @@ func TestCheckViewOfStarted(t *testing.T) {
 		}
 		return i
 	}
-	cmd := exec.Command("/bin/sh", "-c", bwrap.DefaultPath+` --unshare-all --die-with-parent --ro-bind /usr /usr --ro-bind /bin /bin --ro-bind /lib /lib --ro-bind /lib64 /lib64 --bind "$1" "$1" --ro-bind "$2" "$2" /bin/sleep 30; true`, "sh", ws, git)
+	cmd := exec.Command("/bin/sh", "-c", bwrap.DefaultPath+` --unshare-all --die-with-parent --ro-bind /usr /usr --ro-bind /bin /bin --ro-bind /lib /lib --ro-bind-try /lib64 /lib64 --bind "$1" "$1" --ro-bind "$2" "$2" /bin/sleep 30; true`, "sh", ws, git)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
