@@ -28,12 +28,7 @@ func TestCheckViewOfStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := func(p string) safefs.Identity {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		i, err := safefs.ID(f)
+		i, err := safefs.StatID(p)
 		if err != nil {
 			t.Fatal(err)
 		}
