@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cortexfs/ctx/internal/holdfifo"
+
 	"github.com/cortexfs/ctx/actors/terminal"
 	"github.com/cortexfs/ctx/internal/launchroot"
 	"github.com/cortexfs/ctx/internal/procstat"
@@ -96,7 +98,7 @@ func (s *SystemdLauncher) Start(ctx context.Context, ls terminal.LaunchSpec) (te
 	if ls.HoldFIFO == "" {
 		return terminal.Receipt{}, errors.New("systemd launcher: no hold FIFO")
 	}
-	if err := makeHoldFIFO(ls.HoldFIFO); err != nil {
+	if err := holdfifo.Make(ls.HoldFIFO); err != nil {
 		return terminal.Receipt{}, fmt.Errorf("systemd launcher: %w", err)
 	}
 	defer os.Remove(ls.HoldFIFO)
@@ -150,7 +152,7 @@ func (s *SystemdLauncher) Start(ctx context.Context, ls terminal.LaunchSpec) (te
 			return fail(err)
 		}
 	}
-	if err := releaseHoldFIFO(ls.HoldFIFO, func() bool { return terminal.Alive(r) }, holdTimeout); err != nil {
+	if err := holdfifo.Release(ls.HoldFIFO, func() bool { return terminal.Alive(r) }, holdTimeout); err != nil {
 		release()
 		return fail(err)
 	}

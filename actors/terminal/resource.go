@@ -70,9 +70,14 @@ func LaunchEnv(s bwrap.Spec) []string {
 // the FIFO at path FIFO (the systemd launcher, which cannot hand a unit a
 // descriptor). An EOF, a timeout or an error ends ctxterm before it starts
 // anything (fails closed).
+//
+// View, when set, is the FIFO through which the daemon releases the shell
+// once it has checked the view bwrap made (ctxterm --view-hold): until
+// then bwrap holds the shell on its block descriptor. spec: B1
 type Hold struct {
 	FD   int
 	FIFO string
+	View string
 }
 
 // Command is a terminal's argv: ctxterm on the host — it holds the PTY
@@ -101,6 +106,9 @@ func Command(l layout.Layout, agent, session, bwrapPath string, s bwrap.Spec, h 
 		argv = append(argv, "--hold-fd", strconv.Itoa(h.FD))
 	case h.FIFO != "":
 		argv = append(argv, "--hold", h.FIFO)
+	}
+	if h.View != "" {
+		argv = append(argv, "--view-hold", h.View)
 	}
 	argv = append(argv, "--", bwrapPath)
 	return append(argv, args...), nil

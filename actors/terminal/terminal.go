@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cortexfs/ctx/internal/holdfifo"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/cortexfs/ctx/internal/agentdef"
@@ -399,9 +401,17 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	if err != nil {
 		return Receipt{}, nil, fmt.Errorf("terminal view: %w", err)
 	}
+	// spec: B1 — the shell is held once bwrap made its view, until the
+	// view was checked (checkView) and released through this FIFO.
+	viewFIFO := filepath.Join(filepath.Dir(sock), "view.fifo")
+	if err := holdfifo.Make(viewFIFO); err != nil {
+		return Receipt{}, nil, fmt.Errorf("terminal view: %w", err)
+	}
+	defer os.Remove(viewFIFO)
 	bw := cfg.Bwrap
 	ls := LaunchSpec{
 		Command: func(h Hold) ([]string, error) {
+			h.View = viewFIFO
 			return Command(l, agent, session, bw, spec, h)
 		},
 		Env:      LaunchEnv(spec),
@@ -422,8 +432,13 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 		_ = launcher.Stop(context.Background(), rec, 0)
 		return Receipt{}, nil, err
 	}
-	if err := checkView(rec.PID, spec.Anchors, 10*time.Second); err != nil {
-		// Ended and waited for before the view's placeholders go (the
+	err = checkView(rec.PID, spec.Anchors, 10*time.Second)
+	if err == nil {
+		err = holdfifo.Release(viewFIFO, func() bool { return Alive(rec) }, 10*time.Second)
+	}
+	if err != nil {
+		// The shell never ran (still held, or killed by ctxterm). Ended
+		// and waited for before the view's placeholders go (the
 		// deferred Ended): its sandbox has them mounted, and the
 		// launcher lets go of what it keeps for a terminal (its launch
 		// root, its child) in Wait.

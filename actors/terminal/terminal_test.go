@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ type fakeLauncher struct {
 type fakeProc struct {
 	cmd  *exec.Cmd
 	ln   net.Listener
+	view *os.File // the view FIFO, read end, as ctxterm --view-hold opens it
 	done chan struct{}
 }
 
@@ -66,7 +68,24 @@ func (f *fakeLauncher) Start(ctx context.Context, s LaunchSpec) (Receipt, error)
 		return Receipt{}, err
 	}
 	p := &fakeProc{cmd: cmd, ln: ln, done: make(chan struct{})}
-	go func() { cmd.Wait(); ln.Close(); close(p.done) }()
+	for i, a := range argv {
+		if a == "--view-hold" && i+1 < len(argv) {
+			if p.view, err = os.OpenFile(argv[i+1], os.O_RDONLY|syscall.O_NONBLOCK, 0); err != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+				ln.Close()
+				return Receipt{}, err
+			}
+		}
+	}
+	go func() {
+		cmd.Wait()
+		ln.Close()
+		if p.view != nil {
+			p.view.Close()
+		}
+		close(p.done)
+	}()
 	st, _ := procstat.Read(cmd.Process.Pid)
 	boot, _ := procstat.BootID()
 	f.mu.Lock()
@@ -176,7 +195,8 @@ func TestStartStopAdopt(t *testing.T) {
 	}
 	events := filepath.Join(l.TerminalDir("a", "default"), "events.jsonl")
 	for _, want := range []string{
-		"--listen " + l.RuntimeTerminalSocket("a", "default"), "--events " + events, "--sandboxed -- /usr/bin/bwrap ",
+		"--listen " + l.RuntimeTerminalSocket("a", "default"), "--events " + events, // The shell held until its view was checked (spec: B1):
+		"--sandboxed --view-hold " + filepath.Join(filepath.Dir(l.RuntimeTerminalSocket("a", "default")), "view.fifo") + " -- /usr/bin/bwrap ",
 		"-- " + Program, "--chdir /workspace", "--bind " + w.ws + " /workspace",
 		"--ro-bind " + w.ws + "/.git /workspace/.git", "--cap-drop ALL",
 		"--unshare-pid", "--unshare-net", "--clearenv", "--as-pid-1", "--die-with-parent",

@@ -15,14 +15,13 @@ import (
 
 // checkView checks a started terminal's view against the walk that made
 // its spec (bwrap.Anchor): ctxterm (pid) runs bwrap, whose first process
-// is the shell. The terminal's bwrap is ctxterm's to start (under systemd
-// too, where nothing of the daemon's reaches it), so the view is checked
-// once the shell runs rather than before: a view whose protection is not
-// where the walk found it (a directory holding a nested repository moved
-// on the host while the terminal started) is ended before the start is
-// answered. The agent cannot reach the terminal meanwhile (its socket is
-// the owner's, in no view, and tsh runs nothing of its own at start); the
-// owner's own client attaching within those milliseconds could. spec: B1
+// becomes the shell. The terminal's bwrap is ctxterm's to start (under
+// systemd too, where nothing of the daemon's reaches it), so ctxterm holds
+// that process on bwrap's block descriptor once the view is made
+// (--view-hold) and the daemon checks it there: a view whose protection
+// is not where the walk found it (a directory holding a nested repository
+// moved on the host while the terminal started) is ended before anything
+// ran in it, and only a view that passed is released. spec: B1
 func checkView(pid int, anchors []bwrap.Anchor, timeout time.Duration) error {
 	if len(anchors) == 0 {
 		return nil

@@ -25,27 +25,44 @@ func holdOnFD(fd int, timeout time.Duration) error {
 }
 
 // holdOnFIFO reads one byte from the FIFO at path (the systemd launcher's,
-// in the runtime directory). The FIFO must be ours: a FIFO owned by our
-// uid, opened without following a symlink. Opening it non-blocking does not
-// wait for a writer; poll does (a FIFO that never had a writer is not at
-// EOF for poll), and a writer that closes without writing is EOF.
+// in the runtime directory).
 func holdOnFIFO(path string, timeout time.Duration) error {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	fd, err := openFIFO(path)
 	if err != nil {
-		return fmt.Errorf("hold FIFO: %w", err)
+		return err
 	}
 	defer unix.Close(fd)
+	return waitOne(fd, timeout, "hold FIFO "+path)
+}
+
+// openFIFO opens the FIFO at path for reading. It must be ours: a FIFO
+// owned by our uid, opened without following a symlink. Opening it
+// non-blocking does not wait for a writer; poll does (a FIFO that never
+// had a writer is not at EOF for poll), and a writer that closes without
+// writing is EOF.
+func openFIFO(path string) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, fmt.Errorf("hold FIFO: %w", err)
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("hold FIFO %s: %w", path, err)
+		unix.Close(fd)
+		return -1, fmt.Errorf("hold FIFO %s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFIFO || int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("hold FIFO %s: not a FIFO of uid %d", path, os.Getuid())
+		unix.Close(fd)
+		return -1, fmt.Errorf("hold FIFO %s: not a FIFO of uid %d", path, os.Getuid())
 	}
+	return fd, nil
+}
+
+// waitOne reads one byte from fd within timeout.
+func waitOne(fd int, timeout time.Duration, what string) error {
 	if err := waitReadable(fd, timeout); err != nil {
-		return fmt.Errorf("hold FIFO %s: %w", path, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return readOne(fd, "hold FIFO "+path)
+	return readOne(fd, what)
 }
 
 // errHoldTimeout: nobody released the hold in time.
@@ -83,7 +100,7 @@ func readOne(fd int, what string) error {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if n == 0 {
-			return fmt.Errorf("%s: closed without a release (the daemon did not register the launch root)", what)
+			return fmt.Errorf("%s: closed without a release (the daemon went away, or refused the start)", what)
 		}
 		return nil
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +144,140 @@ func TestSandboxArgvEnv(t *testing.T) {
 	if _, _, err := sandboxArgv([]string{"/usr/bin/bwrap", "--", "/ctx/bin/tsh"}, nil); err == nil {
 		t.Error("an argv without --clearenv was accepted")
 	}
+}
+
+// ctxterm --view-hold: bwrap makes its view and serves the socket, but the
+// sandboxed program runs only once a byte comes from the view FIFO (the
+// daemon's, after its view check); a writer that goes away without one
+// ends ctxterm (125) with the program never run and bwrap's tree gone.
+// spec: B1
+func TestViewHold(t *testing.T) {
+	bw, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("no bwrap")
+	}
+	bin := build(t)
+	dir := t.TempDir()
+	start := func(name string) (*exec.Cmd, string, string, string) {
+		fifo := filepath.Join(dir, name+".fifo")
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		marker := filepath.Join(dir, name+".ran")
+		sock := filepath.Join(dir, name, "main.sock")
+		tag := "ctxterm-view-hold-" + name + "-" + strconv.Itoa(os.Getpid())
+		cmd := exec.Command(bin, "--listen", sock, "--sandboxed", "--view-hold", fifo, "--",
+			bw, "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+			"--bind", dir, dir, "--clearenv", "--", "sh", "-c", "touch "+marker+"; sleep 30", tag)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Signal(unix.SIGTERM); cmd.Wait() })
+		waitSocket(t, sock)
+		return cmd, fifo, marker, tag
+	}
+
+	cmd, fifo, marker, _ := start("ok")
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the sandboxed program ran before its view was released")
+	}
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{'\n'})
+	f.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandboxed program did not run after the release")
+		}
+	}
+	if err := cmd.Process.Signal(unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	cmd, fifo, marker, tag := start("refused")
+	f, err = os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close() // EOF: no release
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitSetup {
+		t.Errorf("ctxterm after a refused view: %v, want exit %d", err, exitSetup)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the sandboxed program ran although its view was never released")
+	}
+	if pids := withArg(tag); len(pids) > 0 {
+		t.Errorf("the held sandbox outlived ctxterm: %v", pids)
+	}
+}
+
+// withArg lists the processes one of whose arguments is arg.
+func withArg(arg string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		for _, a := range strings.Split(string(b), "\x00") {
+			if a == arg {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// A view hold that no byte releases in time kills what it holds (here a
+// sleep standing in for bwrap) and says it refused; the block pipe was
+// never written. spec: B1
+func TestViewGateTimeout(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "view.fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g, err := newViewGate(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := g.blockEnd
+	argv, files, err := g.argv([]string{"/usr/bin/bwrap", "--clearenv", "--", "sh"}, nil)
+	if err != nil || strings.Join(argv, " ") != "/usr/bin/bwrap --block-fd 3 --clearenv -- sh" || len(files) != 1 || files[0] != block {
+		t.Fatalf("argv %q files %v: %v", argv, files, err)
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	refused := g.wait(cmd.Process.Pid, 200*time.Millisecond, slog.New(slog.DiscardHandler))
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held process was not killed when no release came")
+	}
+	if !refused.Load() {
+		t.Error("a hold that timed out is not reported as refused")
+	}
+	// The latched end still reads nothing: no byte was written, and the
+	// descriptor is itself a writer, so it never reads EOF.
+	unix.SetNonblock(int(block.Fd()), true)
+	var b [1]byte
+	if n, err := unix.Read(int(block.Fd()), b[:]); n > 0 || !errors.Is(err, unix.EAGAIN) {
+		t.Errorf("the block read %d bytes (%v) after a refused hold, want EAGAIN", n, err)
+	}
+	block.Close()
 }

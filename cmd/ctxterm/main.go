@@ -2,7 +2,7 @@
 // to watch (read-only) and attach (read-write) clients on a unix socket
 // (runtime.md T2; wire protocol in ctxterm/PROTOCOL.md).
 //
-//	ctxterm --listen SOCKET [--events FILE] [--hold-fd N | --hold FIFO] [--sandboxed] -- CMD [ARGS...]
+//	ctxterm --listen SOCKET [--events FILE] [--hold-fd N | --hold FIFO] [--sandboxed [--view-hold FIFO]] -- CMD [ARGS...]
 //
 // The terminal's ctxterm runs on the host, outside the sandbox: CMD is
 // bwrap, and only the shell bwrap starts (and what it runs) is inside.
@@ -12,6 +12,11 @@
 // EOF, an error or no byte within HoldTimeout ends ctxterm (125) before
 // anything started. --sandboxed says CMD is bwrap's argv, so ctxterm may
 // hand bwrap the descriptors it opens itself (the seccomp filter).
+// --view-hold (with --sandboxed) holds the sandboxed program once bwrap
+// has made its view (bwrap --block-fd, latched: only a byte releases it)
+// until one byte comes from the FIFO: the daemon writes it once it has
+// checked that view (B1). An EOF, an error or no byte within HoldTimeout
+// kills bwrap, and ctxterm ends (125) with nothing of the sandbox run.
 //
 // It exits with the program's exit status (128+N if killed by signal N), or
 // 125 if ctxterm itself could not start, 2 on a usage error. SIGTERM, SIGHUP
@@ -54,15 +59,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	holdFD := fs.Int("hold-fd", 0, "read one byte from this descriptor before starting anything")
 	holdFIFO := fs.String("hold", "", "read one byte from this FIFO before starting anything")
 	sandboxed := fs.Bool("sandboxed", false, "CMD is bwrap: hand it ctxterm's own descriptors (seccomp filter)")
+	viewHold := fs.String("view-hold", "", "with --sandboxed: hold the sandboxed program until one byte is read from this FIFO")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ctxterm --listen SOCKET [--events FILE] [--hold-fd N | --hold FIFO] [--sandboxed] -- CMD [ARGS...]")
+		fmt.Fprintln(stderr, "usage: ctxterm --listen SOCKET [--events FILE] [--hold-fd N | --hold FIFO] [--sandboxed [--view-hold FIFO]] -- CMD [ARGS...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	argv := fs.Args()
-	if *listen == "" || len(argv) == 0 || *holdFD < 0 || (*holdFD > 0 && *holdFD < 3) || (*holdFD > 0 && *holdFIFO != "") {
+	if *listen == "" || len(argv) == 0 || *holdFD < 0 || (*holdFD > 0 && *holdFD < 3) || (*holdFD > 0 && *holdFIFO != "") || (*viewHold != "" && !*sandboxed) {
 		fs.Usage()
 		return 2
 	}
@@ -89,6 +95,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 	cfg := ctxterm.Config{Socket: *listen, Argv: argv, Logger: log}
+	var view *viewGate
 	if *sandboxed {
 		var err error
 		// ctxterm's own environment is the sandbox's (the launcher set it);
@@ -97,6 +104,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		if cfg.Argv, cfg.ExtraFiles, err = sandboxArgv(argv, os.Environ()); err != nil {
 			log.Error("sandbox", "err", err)
 			return exitSetup
+		}
+		if *viewHold != "" {
+			// spec: B1 — the shell runs only in a view the daemon checked.
+			if view, err = newViewGate(*viewHold); err == nil {
+				cfg.Argv, cfg.ExtraFiles, err = view.argv(cfg.Argv, cfg.ExtraFiles)
+			}
+			if err != nil {
+				view.close()
+				for _, f := range cfg.ExtraFiles {
+					f.Close()
+				}
+				log.Error("view hold", "err", err)
+				return exitSetup
+			}
 		}
 	}
 	if *events != "" {
@@ -107,15 +128,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		f.Close() // the program has its copies
 	}
 	if err != nil {
+		view.close()
 		log.Error("start", "err", err)
 		if errors.Is(err, ctxterm.ErrInUse) {
 			fmt.Fprintf(stderr, "ctxterm: %s is served by a live ctxterm\n", *listen)
 		}
 		return exitSetup
 	}
+	refused := view.wait(srv.PID(), HoldTimeout, log)
 	status, err := srv.Serve(ctx)
 	if err != nil {
 		log.Error("serve", "err", err)
+		return exitSetup
+	}
+	if refused.Load() {
 		return exitSetup
 	}
 	if status < 0 || status > 255 {

@@ -9,9 +9,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cortexfs/ctx/ctxterm"
+	"github.com/cortexfs/ctx/internal/layout"
+	"github.com/cortexfs/ctx/internal/termres"
 )
 
 // bins is where run.sh puts the ctx binaries and the clock tool (read-only).
@@ -202,6 +207,7 @@ func TestSocketActivation(t *testing.T) {
 			t.Errorf("send: %q", out)
 		}
 		sent = true
+		terminalUnderSystemd(t, ctx, layout.Layout{Root: root, Runtime: runtime, UID: os.Getuid()}, env)
 	}
 
 	// Stop: STOPPING, then exit well within TimeoutStopSec; the socket stays.
@@ -244,3 +250,71 @@ func TestSocketActivation(t *testing.T) {
 	}
 	t.Logf("resume after re-activation:\n%s", out)
 }
+
+// terminalUnderSystemd: a terminal started through the activated daemon
+// runs in its own transient unit (the systemd launcher): ctxterm waits on
+// its hold FIFO until the launch root is registered (U2), and its shell
+// is held until the daemon has checked the view (--view-hold, B1) — here
+// a workspace with a nested repository, whose hooks stay read-only.
+func terminalUnderSystemd(t *testing.T, ctx string, l layout.Layout, env []string) {
+	ws := t.TempDir()
+	for _, d := range []string{".git", "sub/.git/hooks"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "sub", ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// bash as an interactive tool, as the terminal tests elsewhere have it.
+	tools := filepath.Join(l.Root, "tool")
+	if err := os.MkdirAll(filepath.Join(tools, "bash.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(tools, "bash"), []byte("#!/bin/sh\nexec /bin/bash \"$@\"\n"), 0o755)
+	os.WriteFile(filepath.Join(tools, "bash.d", "tool.json"), []byte(`{"description":"bash","interactive":true}`), 0o644)
+	if out, errb, err := ctxRun(ws, env, ctx, "agent", "start", "demo", "--session", "term"); err != nil {
+		t.Fatalf("agent start: %v\n%s%s", err, out, errb)
+	}
+	defer ctxRun(ws, env, ctx, "agent", "stop", "demo", "--session", "term")
+	rec, err := os.ReadFile(filepath.Join(l.TerminalDir("demo", "term"), termres.EventsFile))
+	if err != nil || !bytes.Contains(rec, []byte(`"launcher":"systemd"`)) {
+		t.Errorf("the terminal's agent.start does not name the systemd launcher (%v):\n%s", err, rec)
+	}
+	c, err := ctxterm.DialHello(l.RuntimeTerminalSocket("demo", "term"), ctxterm.Hello{Mode: ctxterm.ModeAttach, Cols: 120, Rows: 40})
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	defer c.Close()
+	var mu sync.Mutex
+	var out bytes.Buffer
+	go c.CopyOutput(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) }))
+	expect := func(s string) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			mu.Lock()
+			ok := strings.Contains(out.String(), s)
+			got := out.String()
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("terminal output has no %q:\n%q", s, got)
+			}
+		}
+	}
+	expect("tsh> ")
+	c.Write([]byte("bash\r"))
+	expect("/workspace$ ")
+	c.Write([]byte(`touch /workspace/sub/.git/hooks/post-checkout 2>/dev/null && echo "HO""OK=planted" || echo "HO""OK=refused"` + "\r"))
+	expect("HOOK=")
+	expect("HOOK=refused")
+	if _, err := os.Stat(filepath.Join(ws, "sub", ".git", "hooks", "post-checkout")); err == nil {
+		t.Error("a hook was planted in the nested repository from the terminal")
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
