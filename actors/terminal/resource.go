@@ -26,28 +26,27 @@ func Env(v sandbox.View) map[string]string {
 	return v.ShellEnv("xterm-256color")
 }
 
-// Spec is the bwrap view of a terminal's shell: the agent's view
+// View is the sandbox view of a terminal's shell: the agent's view
 // (sandbox.View: /ctx with only the allowed tools, /home/agent, the
 // session) with workspace bound writable at /workspace (.git read-only),
 // tsh started there. Neither the socket nor events.jsonl is in the view:
-// ctxterm serves and records them from the host
-// The shell keeps its session and controlling terminal (no
+// ctxterm serves and records them from the host. Its binds name their
+// sources by path: ctxterm opens them (ByPath). Absent protected names
+// get their placeholders from the registry. spec: B1 B2 T1
+func View(l layout.Layout, def *agentdef.Def, session, id, workspace string, placeholders *workspace.Registry) sandbox.View {
+	return sandbox.View{Layout: l, Def: def, Session: session, Scope: layout.ScopePrivate, Run: id, Tsh: true,
+		Tools: sandbox.AllowedTools, Workspace: workspace, Cwd: layout.SandboxWorkspace, Placeholders: placeholders, ByPath: true}
+}
+
+// finish adds to a built view's spec what a terminal's bwrap has beyond
+// it. The shell keeps its session and controlling terminal (no
 // --new-session: tsh moves what it runs to a new session) and runs as PID 1
 // of the sandbox (kill(-1) from inside never reaches it), and bwrap dies
 // with ctxterm, its parent. spec: B1 B2 T1
-// The view's placeholders (absent protected names) are held until the
-// caller calls Ended on the returned Held, once the terminal has ended.
-func Spec(l layout.Layout, def *agentdef.Def, session, id, workspace string, placeholders *workspace.Registry) (bwrap.Spec, *sandbox.Held, error) {
-	v := sandbox.View{Layout: l, Def: def, Session: session, Scope: layout.ScopePrivate, Run: id, Tsh: true,
-		Tools: sandbox.AllowedTools, Workspace: workspace, Cwd: layout.SandboxWorkspace, Placeholders: placeholders}
-	s, held, err := v.SpecHeld([]string{Program}, Env(v))
-	if err != nil {
-		return bwrap.Spec{}, nil, err
-	}
+func finish(s *bwrap.Spec) {
 	s.Chdir = layout.SandboxWorkspace // spec: B1, D6
 	s.SharedSession = true            // The shell needs its controlling terminal
 	s.AsPID1 = true                   // Kill(-1)/kill(0) from a tool miss the shell
-	return s, held, nil
 }
 
 // LaunchEnv is the terminal sandbox's environment as K=V, sorted: what

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/holdfifo"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -397,10 +398,6 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	if err := os.Symlink(sock, abi); err != nil && !errors.Is(err, os.ErrExist) {
 		return Receipt{}, nil, fmt.Errorf("terminal ABI socket link: %w", err)
 	}
-	spec, held, err := Spec(l, def, session, id, workspace, cfg.Placeholders)
-	if err != nil {
-		return Receipt{}, nil, fmt.Errorf("terminal view: %w", err)
-	}
 	// spec: B1 — the shell is held once bwrap made its view, until the
 	// view was checked (checkView) and released through this FIFO.
 	viewFIFO := filepath.Join(filepath.Dir(sock), "view.fifo")
@@ -408,56 +405,87 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 		return Receipt{}, nil, fmt.Errorf("terminal view: %w", err)
 	}
 	defer os.Remove(viewFIFO)
-	bw := cfg.Bwrap
-	ls := LaunchSpec{
-		Command: func(h Hold) ([]string, error) {
-			h.View = viewFIFO
-			return Command(l, agent, session, bw, spec, h)
-		},
-		Env:      LaunchEnv(spec),
-		HoldFIFO: filepath.Join(filepath.Dir(sock), "hold.fifo"),
-		Unit:     UnitName(l, agent, session, gen),
-		Log:      filepath.Join(filepath.Dir(filepath.Dir(sock)), session+".log"),
-		Ident:    launchroot.Identity{UID: l.UID, Agent: agent, Session: session, Run: id},
-		Receipt: Receipt{Kind: KindLaunch, Role: "terminal", UID: l.UID, Socket: sock, ABISocket: abi,
-			Agent: agent, Session: session, Generation: gen, Terminal: id, Workspace: workspace},
-	}
-	rec, err = launcher.Start(ctx, ls)
+	// A start the view check refused ran nothing: sandbox.Start walks
+	// and starts it again (a directory moved on the host while the
+	// terminal started costs a walk, not the start), each try a
+	// generation of its own (a refused try's unit name is not reused).
+	v := View(l, def, session, id, workspace, cfg.Placeholders)
+	v.Log = cfg.Log
+	try := 0
+	rec, held, err = sandbox.Start(ctx, v, []string{Program}, Env(v), func(spec bwrap.Spec) (Receipt, error) {
+		finish(&spec)
+		g := gen + try
+		try++
+		return startOnce(ctx, cfg, launcher, spec, LaunchSpec{
+			Env:      LaunchEnv(spec),
+			HoldFIFO: filepath.Join(filepath.Dir(sock), "hold.fifo"),
+			Unit:     UnitName(l, agent, session, g),
+			Log:      filepath.Join(filepath.Dir(filepath.Dir(sock)), session+".log"),
+			Ident:    launchroot.Identity{UID: l.UID, Agent: agent, Session: session, Run: id},
+			Receipt: Receipt{Kind: KindLaunch, Role: "terminal", UID: l.UID, Socket: sock, ABISocket: abi,
+				Agent: agent, Session: session, Generation: g, Terminal: id, Workspace: workspace},
+		}, viewFIFO)
+	})
 	if err != nil {
-		return Receipt{}, nil, err
-	}
-	// Started means served: wait for ctxterm's socket (bind and listen
-	// happen together), so a watch right after start finds it.
-	if err := waitSocket(ctx, rec, ls.Log); err != nil {
-		_ = launcher.Stop(context.Background(), rec, 0)
-		return Receipt{}, nil, err
-	}
-	err = checkView(rec.PID, spec.Anchors, 10*time.Second)
-	if err == nil {
-		err = holdfifo.Release(viewFIFO, func() bool { return Alive(rec) }, 10*time.Second)
-	}
-	if err != nil {
-		// The shell never ran (still held, or killed by ctxterm). Ended
-		// and waited for before the view's placeholders go (the
-		// deferred Ended): its sandbox has them mounted, and the
-		// launcher lets go of what it keeps for a terminal (its launch
-		// root, its child) in Wait.
-		_ = launcher.Stop(context.Background(), rec, 0)
-		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, _ = launcher.Wait(wctx, rec)
-		cancel()
-		return Receipt{}, nil, fmt.Errorf("terminal view: %w (start it again)", err)
-	}
-	rec.Started = time.Now().UTC().Format(time.RFC3339Nano)
-	if err := WriteReceipt(LaunchReceiptPath(l, agent, session), rec); err != nil {
-		_ = launcher.Stop(context.Background(), rec, 0)
+		if errors.Is(err, bwrap.ErrMoved) || errors.Is(err, bwrap.ErrNoView) {
+			return Receipt{}, nil, fmt.Errorf("terminal view: %w (start it again)", err)
+		}
 		return Receipt{}, nil, err
 	}
 	if err := appendEvent(dir, daemonEvent{Type: EventAgentStart, ID: id, Launcher: rec.Launcher, Unit: rec.Unit,
-		Invocation: rec.Invocation, PID: rec.PID, Generation: gen, Workspace: workspace}); err != nil {
+		Invocation: rec.Invocation, PID: rec.PID, Generation: rec.Generation, Workspace: workspace}); err != nil {
 		cfg.Log.Warn("record agent.start", "err", err)
 	}
 	return rec, held, nil
+}
+
+// startOnce starts one try of a terminal with bwrap spec s: the launcher
+// starts ctxterm (held until the launch root is registered, U2), ctxterm
+// serves its socket and starts bwrap, which holds the shell once its view
+// is made; the view is checked against the walk and released through
+// viewFIFO, and the launch receipt is written (L2). A try that fails
+// after the launcher started it is stopped and waited for before it
+// returns: its sandbox has the view's placeholders mounted, and the
+// launcher lets go of what it keeps for a terminal (its launch root, its
+// child) in Wait. A ctxterm that ended by itself meanwhile (bwrap failed
+// on a bind source moved under it) is bwrap.ErrNoView, which
+// sandbox.Start tells from a bwrap that cannot work by the host's paths.
+// spec: B1 T1 L2
+func startOnce(ctx context.Context, cfg *config.Config, launcher Launcher, s bwrap.Spec, ls LaunchSpec, viewFIFO string) (Receipt, error) {
+	l, r := cfg.Layout, ls.Receipt
+	bw := cfg.Bwrap
+	ls.Command = func(h Hold) ([]string, error) {
+		h.View = viewFIFO
+		return Command(l, r.Agent, r.Session, bw, s, h)
+	}
+	rec, err := launcher.Start(ctx, ls)
+	if err != nil {
+		return Receipt{}, err
+	}
+	// Started means served: wait for ctxterm's socket (bind and listen
+	// happen together), so a watch right after start finds it.
+	err = waitSocket(ctx, rec, ls.Log)
+	if err == nil {
+		err = checkView(rec.PID, s.Anchors, 10*time.Second)
+	}
+	if err == nil {
+		err = holdfifo.Release(viewFIFO, func() bool { return Alive(rec) }, 10*time.Second)
+	}
+	if err == nil {
+		rec.Started = time.Now().UTC().Format(time.RFC3339Nano)
+		err = WriteReceipt(LaunchReceiptPath(l, r.Agent, r.Session), rec)
+	}
+	if err == nil {
+		return rec, nil
+	}
+	if !Alive(rec) && !errors.Is(err, bwrap.ErrNoView) {
+		err = fmt.Errorf("%w (%w)", err, bwrap.ErrNoView)
+	}
+	_ = launcher.Stop(context.Background(), rec, 0)
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, _ = launcher.Wait(wctx, rec)
+	cancel()
+	return Receipt{}, err
 }
 
 // recordEnd writes what is left of an ended generation: an "exited" event

@@ -52,6 +52,13 @@ type View struct {
 	// Tools says which tool files the view shows (zero: none): an agent
 	// step acts only through tool_call frames.
 	Tools ToolView
+	// ByPath names every bind source of the spec Start builds by its host
+	// path instead of a descriptor: for the terminal, whose bwrap ctxterm
+	// starts (under systemd no descriptor of the daemon reaches it) and
+	// opens each source itself without following a symlink
+	// (bwrap.BindByFD). Absent protected names get their placeholders as
+	// in any view with a registry.
+	ByPath bool
 }
 
 // Subject is CTX_AGENT_SUBJECT: <uid>:<agent>:<session>.
@@ -88,20 +95,6 @@ func (v View) Spec(argv []string, env map[string]string) bwrap.Spec {
 	h.Started()
 	h.Ended()
 	return s
-}
-
-// SpecHeld is Spec for a sandbox that lives long (the terminal): absent
-// protected names get their placeholders too (when the view has a
-// registry), bound by path — ctxterm opens them itself, without following
-// symlinks — and held until the caller calls h.Ended() once the sandbox
-// is gone (impossible to create where absent, in every view).
-func (v View) SpecHeld(argv []string, env map[string]string) (bwrap.Spec, *Held, error) {
-	s, h, err := v.buildRetrying(argv, env, false)
-	if err != nil {
-		return bwrap.Spec{}, nil, err
-	}
-	h.Started()
-	return s, h, nil
 }
 
 // Build builds the bwrap spec of the view running argv with env, with every

@@ -32,7 +32,7 @@ func Start[P any](ctx context.Context, v View, argv []string, env map[string]str
 	}
 	for try := 1; ; try++ {
 		t0 := time.Now()
-		s, h, err := v.Build(argv, env)
+		s, h, err := v.buildRetrying(argv, env, !v.ByPath)
 		if err != nil {
 			return none, nil, err
 		}
