@@ -27,6 +27,9 @@ func (s *Server) start() error {
 		return fmt.Errorf("ctxterm: open pty: %w", err)
 	}
 	defer tty.Close()
+	if ptm, err = pollable(ptm); err != nil {
+		return err
+	}
 	if err := setSize(ptm, s.cols, s.rows); err != nil {
 		ptm.Close()
 		return err
@@ -43,6 +46,34 @@ func (s *Server) start() error {
 	}
 	s.ptm, s.cmd = ptm, cmd
 	return nil
+}
+
+// pollable returns the master as a file Go's poller waits on, so that
+// Close wakes its reader: pty.Open hands it over blocking (it calls Fd()
+// itself), and a read blocked in the kernel outlives Close for as long as
+// any process holds the slave open — a program's orphan, a held sandbox
+// process whose bwrap died — which kept Serve from ever returning. f is
+// closed.
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("ctxterm: pty master: %w", err)
+	}
+	nfd, derr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) {
+		nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return nil, fmt.Errorf("ctxterm: pty master: %w", err)
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("ctxterm: pty master: %w", derr)
+	}
+	if err := unix.SetNonblock(nfd, true); err != nil {
+		unix.Close(nfd)
+		return nil, fmt.Errorf("ctxterm: pty master: %w", err)
+	}
+	return os.NewFile(uintptr(nfd), f.Name()), nil // non-blocking: registered with the poller
 }
 
 func setSize(f *os.File, cols, rows int) error {

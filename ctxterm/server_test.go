@@ -218,6 +218,25 @@ func TestExitBySignal(t *testing.T) {
 	}
 }
 
+// A process the program left behind holding the terminal open (here one
+// that ignores the hang-up) does not keep Serve from returning the
+// program's status: the master is closed under its reader. spec: T2
+func TestOrphanHoldingTheSlave(t *testing.T) {
+	tag := "sleep 29." + strconv.Itoa(os.Getpid()) // a duration no other sleep has
+	s := serve(t, []string{"sh", "-c", `trap "" HUP; ` + tag + ` & sleep 0.2; exit 3`}, nil)
+	t.Cleanup(func() { exec.Command("pkill", "-f", tag).Run() })
+	t0 := time.Now()
+	if st := s.wait(t); st != 3 {
+		t.Fatalf("status %d", st)
+	}
+	if took := time.Since(t0); took > 10*time.Second {
+		t.Errorf("Serve returned %v after the program's exit", took)
+	}
+	if out, err := exec.Command("pgrep", "-f", tag).Output(); err != nil || len(bytes.TrimSpace(out)) == 0 {
+		t.Errorf("the orphan was not running while Serve returned (the test proves nothing): %v", err)
+	}
+}
+
 // spec: S5 — attach resize reaches the program (stty size); the hello size
 // applies on join.
 func TestResizeReachesProgram(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -389,8 +390,8 @@ func hookPlanted(ws string, repo unix.Stat_t) []string {
 }
 
 // TestSecurityTerminalRepoMoved (spec: B1): the terminal's shell is
-// started by ctxterm (under systemd too), so its view is checked once the
-// shell runs, before the start is answered. A host loop renames a
+// started by ctxterm (under systemd too), which holds it once bwrap made
+// its view until the daemon has checked that view. A host loop renames a
 // directory holding a repository while terminals start: each terminal
 // either fails to start or has the repository's hooks read-only under
 // whichever name the shell tries.
@@ -452,6 +453,37 @@ func TestSecurityTerminalRepoMoved(t *testing.T) {
 	if refused+again == 0 {
 		t.Error("no terminal start was refused or walked again: the race was not met")
 	}
+	// A refused terminal is ended whole: the process bwrap held (the
+	// init of its PID namespace, deaf to the hang-up that ends bwrap)
+	// is not left behind, blocked for ever.
+	if left := heldOrphans(); len(left) > 0 {
+		t.Errorf("held terminal sandboxes outlived their ctxterm: %v", left)
+	}
+}
+
+// heldOrphans lists terminal sandbox processes (bwrap's argv with
+// --block-fd and --as-pid-1) that nothing supervises any more: their
+// parent is PID 1.
+func heldOrphans() []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		args := strings.Split(string(cmd), "\x00")
+		if !slices.Contains(args, "--block-fd") || !slices.Contains(args, "--as-pid-1") {
+			continue
+		}
+		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		i := bytes.LastIndexByte(st, ')')
+		if f := strings.Fields(string(st[i+1:])); i >= 0 && len(f) > 1 && f[0] != "Z" && f[1] == "1" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // waitOutput waits until the terminal's output holds s.

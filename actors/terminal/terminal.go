@@ -341,9 +341,14 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	// until then, every failure ends them (an error's return leaves the
 	// result nil, so they are kept here).
 	var held *sandbox.Held
+	var abi string
 	defer func() {
 		if err != nil {
 			held.Ended() // the placeholders of a terminal that never ran
+			// The ABI alias names a live endpoint only (L6).
+			if fi, lerr := os.Lstat(abi); abi != "" && lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+				_ = os.Remove(abi)
+			}
 		}
 	}()
 	l := cfg.Layout
@@ -391,7 +396,7 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 		return Receipt{}, nil, fmt.Errorf("terminal socket dir: %w", err)
 	}
 	// spec: T3, L6 — the ABI path aliases the runtime socket.
-	abi := ABISocket(l, agent, session)
+	abi = ABISocket(l, agent, session)
 	if fi, err := os.Lstat(abi); err == nil && fi.Mode()&os.ModeSymlink != 0 {
 		_ = os.Remove(abi)
 	}

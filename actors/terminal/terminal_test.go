@@ -356,4 +356,12 @@ func TestLaunchFailedLeavesNoPlaceholders(t *testing.T) {
 			t.Errorf("left in the workspace: %s", e.Name())
 		}
 	}
+	// Nor an ABI alias naming no live endpoint (L6), nor a view FIFO.
+	l := w.cfg.Layout
+	if _, err := os.Lstat(ABISocket(l, "a", "default")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the ABI socket alias is left: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(filepath.Dir(l.RuntimeTerminalSocket("a", "default")), "view.fifo")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the view FIFO is left: %v", err)
+	}
 }

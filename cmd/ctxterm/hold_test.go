@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cortexfs/ctx/ctxterm"
 	"golang.org/x/sys/unix"
 )
 
@@ -146,11 +148,15 @@ func TestSandboxArgvEnv(t *testing.T) {
 	}
 }
 
-// ctxterm --view-hold: bwrap makes its view and serves the socket, but the
-// sandboxed program runs only once a byte comes from the view FIFO (the
-// daemon's, after its view check); a writer that goes away without one
-// ends ctxterm (125) with the program never run and bwrap's tree gone.
-// spec: B1
+// ctxterm --view-hold: bwrap makes its view and ctxterm serves the socket,
+// but the sandboxed program runs only once a byte comes from the view
+// FIFO (the daemon's, after its view check). Every other end of the hold
+// — the FIFO's writer gone without a byte; ctxterm stopped (SIGHUP, as the
+// built-in launcher's Stop sends) while held; ^C typed by an early attach,
+// which ends the outer bwrap (the PTY's foreground group) — ends ctxterm
+// (125) with the program never run and nothing of the sandbox left: the
+// held process is the init of its PID namespace, deaf to both signals,
+// and arms --die-with-parent only once released. spec: B1
 func TestViewHold(t *testing.T) {
 	bw, err := exec.LookPath("bwrap")
 	if err != nil {
@@ -158,67 +164,100 @@ func TestViewHold(t *testing.T) {
 	}
 	bin := build(t)
 	dir := t.TempDir()
-	start := func(name string) (*exec.Cmd, string, string, string) {
-		fifo := filepath.Join(dir, name+".fifo")
-		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+	type held struct {
+		cmd               *exec.Cmd
+		exited            chan error
+		fifo, marker, tag string
+		sock              string
+	}
+	start := func(name string) *held {
+		h := &held{fifo: filepath.Join(dir, name+".fifo"), marker: filepath.Join(dir, name+".ran"),
+			sock: filepath.Join(dir, name, "main.sock"), tag: "ctxterm-view-hold-" + name + "-" + strconv.Itoa(os.Getpid()),
+			exited: make(chan error, 1)}
+		if err := unix.Mkfifo(h.fifo, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		marker := filepath.Join(dir, name+".ran")
-		sock := filepath.Join(dir, name, "main.sock")
-		tag := "ctxterm-view-hold-" + name + "-" + strconv.Itoa(os.Getpid())
-		cmd := exec.Command(bin, "--listen", sock, "--sandboxed", "--view-hold", fifo, "--",
-			bw, "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-			"--bind", dir, dir, "--clearenv", "--", "sh", "-c", "touch "+marker+"; sleep 30", tag)
-		cmd.Env = []string{"PATH=/usr/bin:/bin"}
-		if err := cmd.Start(); err != nil {
+		h.cmd = exec.Command(bin, "--listen", h.sock, "--sandboxed", "--view-hold", h.fifo, "--",
+			bw, "--unshare-pid", "--as-pid-1", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+			"--bind", dir, dir, "--clearenv", "--", "sh", "-c", "touch "+h.marker+"; sleep 30", h.tag)
+		h.cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		if err := h.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cmd.Process.Signal(unix.SIGTERM); cmd.Wait() })
-		waitSocket(t, sock)
-		return cmd, fifo, marker, tag
+		go func() { h.exited <- h.cmd.Wait() }()
+		t.Cleanup(func() {
+			h.cmd.Process.Kill()
+			<-h.exited
+			h.exited <- nil
+			for _, pid := range withArg(h.tag) {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+		waitSocket(t, h.sock)
+		return h
+	}
+	// ended checks that ctxterm ended (125) with nothing run or left.
+	ended := func(h *held, how string) {
+		t.Helper()
+		var err error
+		select {
+		case err = <-h.exited:
+			h.exited <- err
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: ctxterm still runs (its held sandbox keeps it)", how)
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitSetup {
+			t.Errorf("%s: ctxterm: %v, want exit %d", how, err, exitSetup)
+		}
+		if _, err := os.Stat(h.marker); err == nil {
+			t.Errorf("%s: the held program ran", how)
+		}
+		if pids := withArg(h.tag); len(pids) > 0 {
+			t.Errorf("%s: the held sandbox outlived ctxterm: %v", how, pids)
+		}
 	}
 
-	cmd, fifo, marker, _ := start("ok")
+	h := start("released")
 	time.Sleep(300 * time.Millisecond)
-	if _, err := os.Stat(marker); err == nil {
+	if _, err := os.Stat(h.marker); err == nil {
 		t.Fatal("the sandboxed program ran before its view was released")
 	}
-	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	f, err := os.OpenFile(h.fifo, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Write([]byte{'\n'})
 	f.Close()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(marker); err == nil {
+		if _, err := os.Stat(h.marker); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the sandboxed program did not run after the release")
 		}
 	}
-	if err := cmd.Process.Signal(unix.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
 
-	cmd, fifo, marker, tag := start("refused")
-	f, err = os.OpenFile(fifo, os.O_WRONLY, 0)
+	h = start("eof")
+	f, err = os.OpenFile(h.fifo, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Close() // EOF: no release
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitSetup {
-		t.Errorf("ctxterm after a refused view: %v, want exit %d", err, exitSetup)
+	ended(h, "eof")
+
+	h = start("hangup")
+	h.cmd.Process.Signal(unix.SIGHUP)
+	ended(h, "hangup")
+
+	h = start("interrupt")
+	a, err := ctxterm.DialHello(h.sock, ctxterm.Hello{Mode: ctxterm.ModeAttach})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Error("the sandboxed program ran although its view was never released")
-	}
-	if pids := withArg(tag); len(pids) > 0 {
-		t.Errorf("the held sandbox outlived ctxterm: %v", pids)
-	}
+	defer a.Close()
+	a.Write([]byte{3, 28}) // ^C, ^\
+	ended(h, "interrupt")
 }
 
 // withArg lists the processes one of whose arguments is arg.
@@ -240,44 +279,84 @@ func withArg(arg string) []int {
 	return out
 }
 
-// A view hold that no byte releases in time kills what it holds (here a
-// sleep standing in for bwrap) and says it refused; the block pipe was
-// never written. spec: B1
-func TestViewGateTimeout(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "view.fifo")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
+// The gate's three ends, with a sleep standing in for bwrap: a byte on the
+// FIFO releases the block (one byte on it) and nothing is killed; no byte
+// in time, or ctxterm told to stop, kills what is below (the stand-in)
+// and the block is never written — the latched end, itself a writer,
+// never reads EOF either. spec: B1
+func TestViewGate(t *testing.T) {
+	for _, end := range []string{"released", "timeout", "abort"} {
+		t.Run(end, func(t *testing.T) {
+			fifo := filepath.Join(t.TempDir(), "view.fifo")
+			if err := unix.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			g, err := newViewGate(fifo, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.close()
+			block := g.blockEnd
+			defer block.Close()
+			argv, files, err := g.argv([]string{"/usr/bin/bwrap", "--clearenv", "--", "sh"}, nil)
+			if err != nil || strings.Join(argv, " ") != "/usr/bin/bwrap --block-fd 3 --clearenv -- sh" || len(files) != 1 || files[0] != block {
+				t.Fatalf("argv %q files %v: %v", argv, files, err)
+			}
+			cmd := exec.Command("sleep", "30")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waited := make(chan error, 1)
+			go func() { waited <- cmd.Wait() }()
+			defer func() { cmd.Process.Kill(); <-waited }()
+			timeout := 30 * time.Second
+			if end == "timeout" {
+				timeout = 200 * time.Millisecond
+			}
+			g.start(cmd.Process.Pid, timeout)
+			switch end {
+			case "released":
+				f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Write([]byte{'\n'})
+				f.Close()
+				<-g.done
+			case "abort":
+				g.abort(errors.New("told to stop"))
+			}
+			if end != "released" {
+				select {
+				case <-waited:
+					waited <- nil
+				case <-time.After(10 * time.Second):
+					t.Fatal("the held process was not killed")
+				}
+			}
+			unix.SetNonblock(int(block.Fd()), true)
+			var b [2]byte
+			n, err := unix.Read(int(block.Fd()), b[:])
+			if end == "released" && n != 1 {
+				t.Errorf("the block read %d bytes (%v) after a release, want 1", n, err)
+			}
+			if end != "released" && (n > 0 || !errors.Is(err, unix.EAGAIN)) {
+				t.Errorf("the block read %d bytes (%v) after a refused hold, want EAGAIN", n, err)
+			}
+			if end == "released" {
+				select {
+				case <-waited:
+					t.Fatal("a released hold killed what it held")
+				default:
+				}
+				cmd.Process.Kill() // the end's sweep of what is below would do it
+			}
+			if refused := g.end(); refused != (end != "released") {
+				t.Errorf("end() = %v after %s", refused, end)
+			}
+		})
 	}
-	g, err := newViewGate(fifo)
-	if err != nil {
-		t.Fatal(err)
+	if _, _, err := (&viewGate{}).argv([]string{"/usr/bin/bwrap", "--block-fd", "9", "--", "sh"}, nil); err == nil {
+		t.Error("an argv with a --block-fd of its own was accepted (bwrap keeps the last one)")
 	}
-	block := g.blockEnd
-	argv, files, err := g.argv([]string{"/usr/bin/bwrap", "--clearenv", "--", "sh"}, nil)
-	if err != nil || strings.Join(argv, " ") != "/usr/bin/bwrap --block-fd 3 --clearenv -- sh" || len(files) != 1 || files[0] != block {
-		t.Fatalf("argv %q files %v: %v", argv, files, err)
-	}
-	cmd := exec.Command("sleep", "30")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	refused := g.wait(cmd.Process.Pid, 200*time.Millisecond, slog.New(slog.DiscardHandler))
-	select {
-	case <-waited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the held process was not killed when no release came")
-	}
-	if !refused.Load() {
-		t.Error("a hold that timed out is not reported as refused")
-	}
-	// The latched end still reads nothing: no byte was written, and the
-	// descriptor is itself a writer, so it never reads EOF.
-	unix.SetNonblock(int(block.Fd()), true)
-	var b [1]byte
-	if n, err := unix.Read(int(block.Fd()), b[:]); n > 0 || !errors.Is(err, unix.EAGAIN) {
-		t.Errorf("the block read %d bytes (%v) after a refused hold, want EAGAIN", n, err)
-	}
-	block.Close()
 }

@@ -15,8 +15,9 @@
 // --view-hold (with --sandboxed) holds the sandboxed program once bwrap
 // has made its view (bwrap --block-fd, latched: only a byte releases it)
 // until one byte comes from the FIFO: the daemon writes it once it has
-// checked that view (B1). An EOF, an error or no byte within HoldTimeout
-// kills bwrap, and ctxterm ends (125) with nothing of the sandbox run.
+// checked that view (B1). An EOF, an error, no byte within HoldTimeout,
+// a stop or bwrap's end kills everything below ctxterm (viewGate), and
+// ctxterm ends (125) with nothing of the sandbox run.
 //
 // It exits with the program's exit status (128+N if killed by signal N), or
 // 125 if ctxterm itself could not start, 2 on a usage error. SIGTERM, SIGHUP
@@ -107,7 +108,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		if *viewHold != "" {
 			// spec: B1 — the shell runs only in a view the daemon checked.
-			if view, err = newViewGate(*viewHold); err == nil {
+			if view, err = newViewGate(*viewHold, log); err == nil {
 				cfg.Argv, cfg.ExtraFiles, err = view.argv(cfg.Argv, cfg.ExtraFiles)
 			}
 			if err != nil {
@@ -135,13 +136,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return exitSetup
 	}
-	refused := view.wait(srv.PID(), HoldTimeout, log)
+	view.start(srv.PID(), HoldTimeout)
+	if view != nil {
+		// Told to stop while held: the held tree goes first (a hang-up
+		// alone ends bwrap, not the process it holds).
+		defer context.AfterFunc(ctx, func() { view.abort(errors.New("ctxterm told to stop")) })()
+	}
 	status, err := srv.Serve(ctx)
+	refused := view.end()
+	view.close()
 	if err != nil {
 		log.Error("serve", "err", err)
 		return exitSetup
 	}
-	if refused.Load() {
+	if refused {
 		return exitSetup
 	}
 	if status < 0 || status > 255 {

@@ -33,9 +33,10 @@ func checkView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
 }
 
 // CheckView checks the view of a sandbox the daemon did not start itself
-// — the terminal's, whose bwrap ctxterm runs — once child, bwrap's first
-// process, has made it, as checkView does. Its program may already run:
-// the caller ends the sandbox when the view is not the walk's. spec: B1
+// — the terminal's, whose bwrap ctxterm runs and holds (ctxterm
+// --view-hold) — once child, bwrap's first process, has made it, as
+// checkView does. The caller releases the sandbox only when the view is
+// the walk's, and ends it otherwise. spec: B1
 func CheckView(child int, anchors []bwrap.Anchor, timeout time.Duration) error {
 	return checkViewOf(child, anchors, timeout, false)
 }

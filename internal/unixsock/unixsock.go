@@ -5,11 +5,13 @@
 package unixsock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -46,10 +48,15 @@ func Listen(path string) (*net.UnixListener, error) {
 			return nil, fmt.Errorf("listen %s: remove stale socket: %w", path, err)
 		}
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	// The file is made 0600 by bind itself: Linux gives a socket's file
+	// the mode of its inode (less the umask), set here before the bind,
+	// so no one ever sees it with the umask's mode (chmod after the
+	// bind, kept below for other systems, leaves a window).
+	l, err := ownerOnly.Listen(context.Background(), "unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
+	ln := l.(*net.UnixListener)
 	ln.SetUnlinkOnClose(true)
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
@@ -57,6 +64,16 @@ func Listen(path string) (*net.UnixListener, error) {
 	}
 	return ln, nil
 }
+
+// ownerOnly binds sockets whose file is 0600 from the start (Linux: the
+// mode of the socket's inode, set before the bind).
+var ownerOnly = net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+	var ferr error
+	if err := c.Control(func(fd uintptr) { ferr = unix.Fchmod(int(fd), 0o600) }); err != nil {
+		return err
+	}
+	return ferr
+}}
 
 // PeerCred returns the kernel's credentials (SO_PEERCRED) of the process at
 // the other end of c. Call it before the first byte from c is parsed.

@@ -1,10 +1,12 @@
 package unixsock
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -63,5 +65,22 @@ func TestListen(t *testing.T) {
 	os.WriteFile(p, []byte("x"), 0o600)
 	if _, err := Listen(p); err == nil {
 		t.Error("listened over a regular file")
+	}
+}
+
+// A socket file is 0600 the moment bind makes it, not only once Listen's
+// chmod ran: a stat in between saw the umask's 0755. spec: A4 L6
+func TestSocketBornOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	l, err := ownerOnly.Listen(context.Background(), "unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the socket as bound: %v %v, want 0600", st.Mode(), err)
 	}
 }
