@@ -463,7 +463,8 @@ func TestSecurityTerminalRepoMoved(t *testing.T) {
 
 // heldOrphans lists terminal sandbox processes (bwrap's argv with
 // --block-fd and --as-pid-1) that nothing supervises any more: their
-// parent is PID 1.
+// parent is neither bwrap nor ctxterm (PID 1, or whatever subreaper took
+// them).
 func heldOrphans() []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc")
@@ -479,7 +480,13 @@ func heldOrphans() []int {
 		}
 		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
 		i := bytes.LastIndexByte(st, ')')
-		if f := strings.Fields(string(st[i+1:])); i >= 0 && len(f) > 1 && f[0] != "Z" && f[1] == "1" {
+		f := strings.Fields(string(st[i+1:]))
+		if i < 0 || len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		parent, _ := os.ReadFile("/proc/" + f[1] + "/cmdline")
+		// bwrap's own process runs under ctxterm, the held one under bwrap.
+		if pargs := strings.Split(string(parent), "\x00"); filepath.Base(pargs[0]) != "bwrap" && filepath.Base(pargs[0]) != "ctxterm" {
 			out = append(out, pid)
 		}
 	}

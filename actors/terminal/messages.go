@@ -45,9 +45,10 @@ type adopted struct {
 // launched: a start finished (the launch receipt and agent.start event are
 // written when err is nil).
 type launched struct {
-	rec  Receipt
-	held *sandbox.Held
-	err  error
+	rec   Receipt
+	held  *sandbox.Held
+	shell *shellPin
+	err   error
 }
 
 // ended: the process of rec is gone.

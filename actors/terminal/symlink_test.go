@@ -32,8 +32,9 @@ func TestTerminalEventsSymlinkRefused(t *testing.T) {
 	if _, err := os.Stat(target); err == nil {
 		t.Fatal("precondition: .d/mount exists")
 	}
-	rec, held, err := launch(context.Background(), w.cfg, f, "a", "default", w.ws)
+	rec, held, shell, err := launch(context.Background(), w.cfg, f, "a", "default", w.ws)
 	defer held.Ended()
+	defer shell.release()
 	if err != nil {
 		t.Logf("launch refused (fixed): %v", err)
 		return
@@ -57,7 +58,7 @@ func TestTerminalWorkspaceInsideRootRefused(t *testing.T) {
 	f := newFake()
 	defer f.killAll()
 	l := w.cfg.Layout
-	rec, _, err := launch(context.Background(), w.cfg, f, "a", "default", l.Root)
+	rec, _, _, err := launch(context.Background(), w.cfg, f, "a", "default", l.Root)
 	if err != nil {
 		t.Logf("refused (fixed): %v", err)
 		return

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -51,6 +52,7 @@ type Actor struct {
 
 	rec      *Receipt      // the live generation's launch receipt
 	held     *sandbox.Held // what the live generation's view holds (placeholders); nil after a restart
+	shell    *shellPin     // the live generation's sandboxed process, pinned; nil after a restart
 	adopting bool
 	// waitingStops arrived during an adoption or a start.
 	waitingStops []*actor.PID
@@ -181,8 +183,8 @@ func (a *Actor) onStart(c actor.Context, to *actor.PID, m *Start) {
 	a.starts = append(a.starts, pendingStart{to: to, msg: m})
 	cfg, launcher, agent, session := a.cfg, a.launcher, a.agent, a.session
 	a.goSend(c, func(ctx context.Context) any {
-		rec, held, err := launch(ctx, cfg, launcher, agent, session, m.Workspace)
-		return &launched{rec: rec, held: held, err: err}
+		rec, held, shell, err := launch(ctx, cfg, launcher, agent, session, m.Workspace)
+		return &launched{rec: rec, held: held, shell: shell, err: err}
 	})
 }
 
@@ -202,6 +204,7 @@ func (a *Actor) onLaunched(c actor.Context, m *launched) {
 		"generation", m.rec.Generation, "terminal", m.rec.Terminal, "socket", m.rec.Socket, "workspace", m.rec.Workspace)
 	a.rec = &m.rec
 	a.held = m.held // released once this generation has ended
+	a.shell = m.shell
 	a.watch(c, m.rec)
 	a.describeTo(c, starts, false)
 	a.replayStops(c)
@@ -282,10 +285,14 @@ func (a *Actor) onEnded(c actor.Context, m *ended) {
 		reason = "gone"
 	}
 	l := a.cfg.Layout
-	rec, ex, held := m.rec, m.exit, a.held
-	a.held = nil
+	rec, ex, held, shell := m.rec, m.exit, a.held, a.shell
+	a.held, a.shell = nil, nil
 	a.goSend(c, func(ctx context.Context) any {
-		held.Ended() // the sandbox is gone: its placeholders go
+		// ctxterm is gone; its sandboxed process goes too (a ctxterm
+		// killed outright leaves it running unsupervised), and only
+		// then its placeholders, its walls. spec: B1
+		shell.kill()
+		held.Ended()
 		c, err := recordEnd(l, rec, reason, ex)
 		return &finished{cleanup: c, err: err}
 	})
@@ -331,12 +338,14 @@ func (a *Actor) reply(c actor.Context, to *actor.PID, m any) {
 func (a *Actor) onStopping() {
 	a.cancel()
 	a.wg.Wait()
+	a.shell.release()
+	a.shell = nil
 }
 
 // launch prepares the terminal resource and starts the terminal: the id
 // (T5), the socket directory and ABI link (T3), the sandbox (B1–B4), then
 // the launcher; it writes the launch receipt (L2) and the agent.start event.
-func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, session, workspace string) (rec Receipt, _ *sandbox.Held, err error) {
+func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, session, workspace string) (_ Receipt, _ *sandbox.Held, _ *shellPin, err error) {
 	// The view's placeholders are the caller's once the terminal runs;
 	// until then, every failure ends them (an error's return leaves the
 	// result nil, so they are kept here).
@@ -353,17 +362,17 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	}()
 	l := cfg.Layout
 	if err := layout.CheckName("session", session); err != nil {
-		return Receipt{}, nil, err
+		return Receipt{}, nil, nil, err
 	}
 	def, err := agentdef.Load(l, agent)
 	if err != nil {
-		return Receipt{}, nil, err
+		return Receipt{}, nil, nil, err
 	}
 	// The same rules as a request's workspace on the agent socket
 	// (agentdef.OpenWorkspace): the terminal then binds its real path.
 	wd, err := agentdef.OpenWorkspace(l, agent, workspace, cfg.Log)
 	if err != nil {
-		return Receipt{}, nil, fmt.Errorf("%v: %w", err, ErrBadWorkspace)
+		return Receipt{}, nil, nil, fmt.Errorf("%v: %w", err, ErrBadWorkspace)
 	}
 	workspace = wd.Path
 	wd.Close()
@@ -371,21 +380,21 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	_, idErr := termres.ID(dir)
 	id, err := termres.Ensure(dir) // spec: T5
 	if err != nil {
-		return Receipt{}, nil, err
+		return Receipt{}, nil, nil, err
 	}
 	// The session directory is writable inside every sandbox of the agent,
 	// and terminal/ is only bound read-only once it exists: refuse a
 	// terminal/ that is not a real directory (a symlink planted from inside).
 	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		return Receipt{}, nil, fmt.Errorf("terminal resource %s: not a directory", dir)
+		return Receipt{}, nil, nil, fmt.Errorf("terminal resource %s: not a directory", dir)
 	}
 	if errors.Is(idErr, os.ErrNotExist) {
 		if err := termres.Append(dir, termres.Event{Type: termres.Created, ID: id}); err != nil {
-			return Receipt{}, nil, err
+			return Receipt{}, nil, nil, err
 		}
 	}
 	if err := touch(filepath.Join(dir, termres.EventsFile)); err != nil {
-		return Receipt{}, nil, err
+		return Receipt{}, nil, nil, err
 	}
 	gen := readHistory(dir).LastGeneration + 1
 	if c, err := ReadReceipt(CleanupReceiptPath(l, agent, session)); err == nil && c.Generation >= gen {
@@ -393,7 +402,7 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	}
 	sock := l.RuntimeTerminalSocket(agent, session)
 	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
-		return Receipt{}, nil, fmt.Errorf("terminal socket dir: %w", err)
+		return Receipt{}, nil, nil, fmt.Errorf("terminal socket dir: %w", err)
 	}
 	// spec: T3, L6 — the ABI path aliases the runtime socket.
 	abi = ABISocket(l, agent, session)
@@ -401,15 +410,8 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 		_ = os.Remove(abi)
 	}
 	if err := os.Symlink(sock, abi); err != nil && !errors.Is(err, os.ErrExist) {
-		return Receipt{}, nil, fmt.Errorf("terminal ABI socket link: %w", err)
+		return Receipt{}, nil, nil, fmt.Errorf("terminal ABI socket link: %w", err)
 	}
-	// spec: B1 — the shell is held once bwrap made its view, until the
-	// view was checked (checkView) and released through this FIFO.
-	viewFIFO := filepath.Join(filepath.Dir(sock), "view.fifo")
-	if err := holdfifo.Make(viewFIFO); err != nil {
-		return Receipt{}, nil, fmt.Errorf("terminal view: %w", err)
-	}
-	defer os.Remove(viewFIFO)
 	// A start the view check refused ran nothing: sandbox.Start walks
 	// and starts it again (a directory moved on the host while the
 	// terminal started costs a walk, not the start), each try a
@@ -417,7 +419,7 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	v := View(l, def, session, id, workspace, cfg.Placeholders)
 	v.Log = cfg.Log
 	try := 0
-	rec, held, err = sandbox.Start(ctx, v, []string{Program}, Env(v), func(spec bwrap.Spec) (Receipt, error) {
+	st, held, err := sandbox.Start(ctx, v, []string{Program}, Env(v), func(spec bwrap.Spec) (started, error) {
 		finish(&spec)
 		g := gen + try
 		try++
@@ -429,49 +431,76 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 			Ident:    launchroot.Identity{UID: l.UID, Agent: agent, Session: session, Run: id},
 			Receipt: Receipt{Kind: KindLaunch, Role: "terminal", UID: l.UID, Socket: sock, ABISocket: abi,
 				Agent: agent, Session: session, Generation: g, Terminal: id, Workspace: workspace},
-		}, viewFIFO)
+		})
 	})
 	if err != nil {
-		if errors.Is(err, bwrap.ErrMoved) || errors.Is(err, bwrap.ErrNoView) {
-			return Receipt{}, nil, fmt.Errorf("terminal view: %w (start it again)", err)
+		if errors.Is(err, bwrap.ErrMoved) {
+			return Receipt{}, nil, nil, fmt.Errorf("terminal view: %w (start it again)", err)
 		}
-		return Receipt{}, nil, err
+		return Receipt{}, nil, nil, err
 	}
-	if err := appendEvent(dir, daemonEvent{Type: EventAgentStart, ID: id, Launcher: rec.Launcher, Unit: rec.Unit,
-		Invocation: rec.Invocation, PID: rec.PID, Generation: rec.Generation, Workspace: workspace}); err != nil {
+	if err := appendEvent(dir, daemonEvent{Type: EventAgentStart, ID: id, Launcher: st.rec.Launcher, Unit: st.rec.Unit,
+		Invocation: st.rec.Invocation, PID: st.rec.PID, Generation: st.rec.Generation, Workspace: workspace}); err != nil {
 		cfg.Log.Warn("record agent.start", "err", err)
 	}
-	return rec, held, nil
+	return st.rec, held, st.shell, nil
 }
+
+// started is one try's terminal: its launch receipt, and its sandboxed
+// process pinned (shellPin).
+type started struct {
+	rec   Receipt
+	shell *shellPin
+}
+
+// noView marks a try whose ctxterm ended by itself before its shell was
+// released: bwrap.ErrNoView to sandbox.Start, which tries again when the
+// host shows a protected path moved (bwrap failed on a bind source moved
+// under it) — the message stays the start's own.
+type noView struct{ error }
+
+func (e noView) Unwrap() error        { return e.error }
+func (e noView) Is(target error) bool { return target == bwrap.ErrNoView }
 
 // startOnce starts one try of a terminal with bwrap spec s: the launcher
 // starts ctxterm (held until the launch root is registered, U2), ctxterm
 // serves its socket and starts bwrap, which holds the shell once its view
-// is made; the view is checked against the walk and released through
-// viewFIFO, and the launch receipt is written (L2). A try that fails
-// after the launcher started it is stopped and waited for before it
-// returns: its sandbox has the view's placeholders mounted, and the
-// launcher lets go of what it keeps for a terminal (its launch root, its
-// child) in Wait. A ctxterm that ended by itself meanwhile (bwrap failed
-// on a bind source moved under it) is bwrap.ErrNoView, which
-// sandbox.Start tells from a bwrap that cannot work by the host's paths.
-// spec: B1 T1 L2
-func startOnce(ctx context.Context, cfg *config.Config, launcher Launcher, s bwrap.Spec, ls LaunchSpec, viewFIFO string) (Receipt, error) {
+// is made; the view is checked against the walk and released through a
+// FIFO of the try's own (ctxterm --view-hold), and the launch receipt is
+// written (L2). A try that fails after the launcher started it is ended —
+// its held process killed through its pin, ctxterm stopped and waited
+// for — before it returns: its sandbox has the view's placeholders
+// mounted, and the launcher lets go of what it keeps for a terminal (its
+// launch root, its child) in Wait. spec: B1 T1 L2
+func startOnce(ctx context.Context, cfg *config.Config, launcher Launcher, s bwrap.Spec, ls LaunchSpec) (started, error) {
 	l, r := cfg.Layout, ls.Receipt
 	bw := cfg.Bwrap
+	viewFIFO := filepath.Join(filepath.Dir(r.Socket), "view-g"+strconv.Itoa(r.Generation)+".fifo")
+	if err := holdfifo.Make(viewFIFO); err != nil {
+		return started{}, fmt.Errorf("terminal view: %w", err)
+	}
+	defer os.Remove(viewFIFO)
+	// A socket left by a ctxterm that was killed is not this one's: no
+	// terminal of the session is live (the actor starts none then).
+	_ = os.Remove(r.Socket)
 	ls.Command = func(h Hold) ([]string, error) {
 		h.View = viewFIFO
 		return Command(l, r.Agent, r.Session, bw, s, h)
 	}
 	rec, err := launcher.Start(ctx, ls)
 	if err != nil {
-		return Receipt{}, err
+		return started{}, err
 	}
 	// Started means served: wait for ctxterm's socket (bind and listen
 	// happen together), so a watch right after start finds it.
+	var shell *shellPin
 	err = waitSocket(ctx, rec, ls.Log)
 	if err == nil {
-		err = checkView(rec.PID, s.Anchors, 10*time.Second)
+		var child int
+		child, err = checkView(rec.PID, s.Anchors, 10*time.Second)
+		if child > 0 {
+			shell = pinShell(child)
+		}
 	}
 	if err == nil {
 		err = holdfifo.Release(viewFIFO, func() bool { return Alive(rec) }, 10*time.Second)
@@ -481,16 +510,17 @@ func startOnce(ctx context.Context, cfg *config.Config, launcher Launcher, s bwr
 		err = WriteReceipt(LaunchReceiptPath(l, r.Agent, r.Session), rec)
 	}
 	if err == nil {
-		return rec, nil
+		return started{rec: rec, shell: shell}, nil
 	}
 	if !Alive(rec) && !errors.Is(err, bwrap.ErrNoView) {
-		err = fmt.Errorf("%w (%w)", err, bwrap.ErrNoView)
+		err = noView{err}
 	}
+	shell.kill()
 	_ = launcher.Stop(context.Background(), rec, 0)
 	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_, _ = launcher.Wait(wctx, rec)
 	cancel()
-	return Receipt{}, err
+	return started{}, err
 }
 
 // recordEnd writes what is left of an ended generation: an "exited" event

@@ -57,7 +57,10 @@ func (f *fakeLauncher) Start(ctx context.Context, s LaunchSpec) (Receipt, error)
 	if err != nil {
 		return Receipt{}, err
 	}
-	cmd := exec.Command("sleep", "60")
+	// Two levels below, as ctxterm runs bwrap and bwrap its sandboxed
+	// process: the daemon finds and pins that grandchild.
+	cmd := exec.Command("sh", "-c", `sh -c "sleep 60; :" & wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return Receipt{}, err
 	}
@@ -120,14 +123,14 @@ func (f *fakeLauncher) Stop(ctx context.Context, r Receipt, grace time.Duration)
 	f.mu.Lock()
 	p := f.procs[r.PID]
 	f.mu.Unlock()
-	return p.cmd.Process.Kill()
+	return syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 func (f *fakeLauncher) killAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, p := range f.procs {
-		p.cmd.Process.Kill()
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
 }
@@ -196,7 +199,7 @@ func TestStartStopAdopt(t *testing.T) {
 	events := filepath.Join(l.TerminalDir("a", "default"), "events.jsonl")
 	for _, want := range []string{
 		"--listen " + l.RuntimeTerminalSocket("a", "default"), "--events " + events, // The shell held until its view was checked (spec: B1):
-		"--sandboxed --view-hold " + filepath.Join(filepath.Dir(l.RuntimeTerminalSocket("a", "default")), "view.fifo") + " -- /usr/bin/bwrap ",
+		"--sandboxed --view-hold " + filepath.Join(filepath.Dir(l.RuntimeTerminalSocket("a", "default")), "view-g1.fifo") + " -- /usr/bin/bwrap ",
 		"-- " + Program, "--chdir /workspace", "--bind " + w.ws + " /workspace",
 		"--ro-bind " + w.ws + "/.git /workspace/.git", "--cap-drop ALL",
 		"--unshare-pid", "--unshare-net", "--clearenv", "--as-pid-1", "--die-with-parent",
@@ -361,7 +364,7 @@ func TestLaunchFailedLeavesNoPlaceholders(t *testing.T) {
 	if _, err := os.Lstat(ABISocket(l, "a", "default")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the ABI socket alias is left: %v", err)
 	}
-	if _, err := os.Lstat(filepath.Join(filepath.Dir(l.RuntimeTerminalSocket("a", "default")), "view.fifo")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(filepath.Join(filepath.Dir(l.RuntimeTerminalSocket("a", "default")), "view-g1.fifo")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the view FIFO is left: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/proc"
+	"golang.org/x/sys/unix"
 )
 
 // checkView checks a started terminal's view against the walk that made
@@ -22,24 +23,56 @@ import (
 // is not where the walk found it (a directory holding a nested repository
 // moved on the host while the terminal started) is ended before anything
 // ran in it, and only a view that passed is released. spec: B1
-func checkView(pid int, anchors []bwrap.Anchor, timeout time.Duration) error {
-	if len(anchors) == 0 {
-		return nil
-	}
+//
+// It returns the held process's pid (the shell-to-be) once found, whether
+// or not there are anchors to check.
+func checkView(pid int, anchors []bwrap.Anchor, timeout time.Duration) (int, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		child, err := grandchild(pid)
 		if err == nil {
-			return proc.CheckView(child, anchors, time.Until(deadline))
+			if len(anchors) == 0 {
+				return child, nil
+			}
+			return child, proc.CheckView(child, anchors, time.Until(deadline))
 		}
 		if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
-			return fmt.Errorf("the terminal ended as it started: %w", serr)
+			return 0, fmt.Errorf("the terminal ended as it started: %w", serr)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("view check: %w", err)
+			return 0, fmt.Errorf("view check: %w", err)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// A shellPin holds a pidfd of a terminal's sandboxed process (the init of
+// its PID namespace: bwrap's child). ctxterm ends it when it ends as
+// itself ends, but a ctxterm killed outright (SIGKILL, the OOM killer)
+// ends only bwrap: the process then lives on unsupervised — held for
+// ever, or released just before and not yet dying with bwrap — with the
+// view's placeholders still its walls. The daemon kills it through the
+// pin before those placeholders go. spec: B1
+type shellPin struct{ fd int }
+
+// pinShell pins pid; nil where pidfds are missing (Linux < 5.3): the
+// daemon then relies on ctxterm and the unit's cgroup alone.
+func pinShell(pid int) *shellPin {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil
+	}
+	return &shellPin{fd: fd}
+}
+
+// kill SIGKILLs the pinned process (nothing if it is gone) and lets go
+// of the pin. A nil pin does nothing.
+func (p *shellPin) kill() {
+	if p == nil {
+		return
+	}
+	_ = unix.PidfdSendSignal(p.fd, unix.SIGKILL, nil, 0)
+	unix.Close(p.fd)
 }
 
 // grandchild is the one child of pid's one child: bwrap's first process
@@ -107,4 +140,12 @@ func childrenByStat(pid int) ([]int, error) {
 		}
 	}
 	return kids, nil
+}
+
+// release lets go of the pin, the process running on (the daemon stops,
+// the terminal outlives it). A nil pin does nothing.
+func (p *shellPin) release() {
+	if p != nil {
+		unix.Close(p.fd)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,15 +41,31 @@ func TestCheckViewOfStarted(t *testing.T) {
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	good := bwrap.Anchor{Dst: git, Dir: id(filepath.Join(ws, "sub")), Mounted: id(git), Under: id(git)}
-	if err := checkView(cmd.Process.Pid, []bwrap.Anchor{good}, 10*time.Second); err != nil {
+	child, err := checkView(cmd.Process.Pid, []bwrap.Anchor{good}, 10*time.Second)
+	if err != nil {
 		t.Errorf("the view as the walk found it: %v", err)
 	}
 	moved := good
 	moved.Dir = id(ws)
-	if err := checkView(cmd.Process.Pid, []bwrap.Anchor{moved}, 10*time.Second); !errors.Is(err, bwrap.ErrMoved) || !strings.Contains(err.Error(), "not the directory the walk found") {
+	if _, err := checkView(cmd.Process.Pid, []bwrap.Anchor{moved}, 10*time.Second); !errors.Is(err, bwrap.ErrMoved) || !strings.Contains(err.Error(), "not the directory the walk found") {
 		t.Errorf("a protection the walk found elsewhere: %v, want ErrMoved", err)
 	}
-	if err := checkView(cmd.Process.Pid, nil, time.Second); err != nil {
-		t.Errorf("no anchors: %v", err)
+	if c, err := checkView(cmd.Process.Pid, nil, time.Second); err != nil || c != child || c <= 0 {
+		t.Errorf("no anchors: %d %v, want the held process %d", c, err, child)
+	}
+	// The pin ends the sandboxed process whoever its parent is now.
+	pin := pinShell(child)
+	if pin == nil {
+		t.Skip("no pidfd")
+	}
+	pin.kill()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(child) + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pinned process was not killed")
+		}
 	}
 }

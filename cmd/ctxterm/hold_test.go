@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -177,7 +178,7 @@ func TestViewHold(t *testing.T) {
 		if err := unix.Mkfifo(h.fifo, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		h.cmd = exec.Command(bin, "--listen", h.sock, "--sandboxed", "--view-hold", h.fifo, "--",
+		h.cmd = exec.Command(bin, "--listen", h.sock, "--events", filepath.Join(dir, name+".events"), "--sandboxed", "--view-hold", h.fifo, "--",
 			bw, "--unshare-pid", "--as-pid-1", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 			"--bind", dir, dir, "--clearenv", "--", "sh", "-c", "touch "+h.marker+"; sleep 30", h.tag)
 		h.cmd.Env = []string{"PATH=/usr/bin:/bin"}
@@ -215,6 +216,10 @@ func TestViewHold(t *testing.T) {
 		}
 		if pids := withArg(h.tag); len(pids) > 0 {
 			t.Errorf("%s: the held sandbox outlived ctxterm: %v", how, pids)
+		}
+		// A shell that never ran did not exit: no "exited" event (T5).
+		if b, _ := os.ReadFile(filepath.Join(dir, how+".events")); bytes.Contains(b, []byte(`"exited"`)) {
+			t.Errorf("%s: an exited event for a shell that never ran:\n%s", how, b)
 		}
 	}
 
@@ -309,6 +314,11 @@ func TestViewGate(t *testing.T) {
 			waited := make(chan error, 1)
 			go func() { waited <- cmd.Wait() }()
 			defer func() { cmd.Process.Kill(); <-waited }()
+			// Below this test binary is more than the stand-in: the
+			// gate's sweep is narrowed to it.
+			orig := killBelow
+			killBelow = func() { cmd.Process.Kill() }
+			defer func() { killBelow = orig }()
 			timeout := 30 * time.Second
 			if end == "timeout" {
 				timeout = 200 * time.Millisecond
@@ -358,5 +368,8 @@ func TestViewGate(t *testing.T) {
 	}
 	if _, _, err := (&viewGate{}).argv([]string{"/usr/bin/bwrap", "--block-fd", "9", "--", "sh"}, nil); err == nil {
 		t.Error("an argv with a --block-fd of its own was accepted (bwrap keeps the last one)")
+	}
+	if _, _, err := (&viewGate{}).argv([]string{"/usr/bin/bwrap", "--", "grep", "--block-fd"}, nil); err != nil {
+		t.Errorf("a --block-fd of the program's own arguments was refused: %v", err)
 	}
 }

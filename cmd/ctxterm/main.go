@@ -122,7 +122,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 	if *events != "" {
-		cfg.Events = recorder(*events, log)
+		rec := recorder(*events, log)
+		cfg.Events = func(e ctxterm.Event) {
+			// A shell that was never released never ran: its sandbox's
+			// end is no "exited" of the terminal (it would also read as
+			// the end of a later, live generation). spec: T5
+			if e.Type == ctxterm.EventExited && !view.wasReleased() {
+				return
+			}
+			rec(e)
+		}
 	}
 	srv, err := ctxterm.New(cfg)
 	for _, f := range cfg.ExtraFiles {

@@ -40,6 +40,7 @@ type viewGate struct {
 
 	mu       sync.Mutex
 	bwrap    int // bwrap's pidfd (-1: none), set by start
+	pgid     int // bwrap's pid: its process group, which the held process is in
 	released bool
 	refused  bool
 	started  bool          // the FIFO wait runs (and closes the FIFO)
@@ -86,7 +87,11 @@ func (g *viewGate) argv(argv []string, files []*os.File) ([]string, []*os.File, 
 	if len(argv) == 0 {
 		return nil, files, errors.New("no bwrap to hold")
 	}
-	if slices.Contains(argv, "--block-fd") {
+	opts := argv
+	if i := slices.Index(argv, "--"); i >= 0 {
+		opts = argv[:i] // what follows is the program's
+	}
+	if slices.Contains(opts, "--block-fd") {
 		return nil, files, errors.New("bwrap's argv has a --block-fd of its own")
 	}
 	n := 3 + len(files)
@@ -106,6 +111,7 @@ func (g *viewGate) start(pid int, timeout time.Duration) {
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 		g.bwrap = fd
 	}
+	g.pgid = pid
 	g.started = true
 	go func() {
 		defer close(g.done)
@@ -178,6 +184,12 @@ func (g *viewGate) refuseLocked(why error) {
 	g.refused = true
 	g.log.Error("view not released: the sandbox is ended unstarted", "err", why)
 	killBelow()
+	// bwrap's group too (it leads one: ctxterm starts it in a session of
+	// its own): the held process is in it, and a group id stays taken
+	// while a member lives, so this reaches no one else.
+	if g.pgid > 0 {
+		_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
+	}
 	unix.Write(g.wake[1], []byte{1}) // ends the FIFO wait
 }
 
@@ -208,8 +220,20 @@ func (g *viewGate) end() (refused bool) {
 	return refused
 }
 
-// killBelow SIGKILLs every process below ctxterm, children first.
-func killBelow() { killtree.Signal(os.Getpid(), syscall.SIGKILL) }
+// killBelow SIGKILLs every process below ctxterm, children first. A
+// variable: a test of the gate in the test binary's own process swaps it.
+var killBelow = func() { killtree.Signal(os.Getpid(), syscall.SIGKILL) }
+
+// wasReleased says whether the hold was released (a nil gate has none to
+// release: true).
+func (g *viewGate) wasReleased() bool {
+	if g == nil {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.released
+}
 
 // close lets go of what the gate holds (a nil gate has nothing). The FIFO
 // wait, if it runs, is not waited for: ctxterm exits next.

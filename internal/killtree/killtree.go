@@ -7,6 +7,7 @@ package killtree
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -18,8 +19,14 @@ import (
 const maxTree = 4096
 
 // Descendants lists the pids below pid (children first), read from
-// /proc/<pid>/task/<tid>/children.
+// /proc/<pid>/task/<tid>/children, or from every process's stat on a
+// kernel without those files (CONFIG_PROC_CHILDREN unset).
 func Descendants(pid int) []int {
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children"); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			return descendantsByStat(pid)
+		}
+	}
 	var out []int
 	seen := map[int]bool{pid: true}
 	queue := []int{pid}
@@ -39,6 +46,50 @@ func Descendants(pid int) []int {
 					out = append(out, c)
 					queue = append(queue, c)
 				}
+			}
+		}
+	}
+	return out
+}
+
+// descendantsByStat is Descendants from every process's parent, read from
+// /proc/<pid>/stat (one pass over /proc, then the tree from pid down).
+func descendantsByStat(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	kids := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold anything but its last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			kids[pp] = append(kids[pp], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	seen := map[int]bool{pid: true}
+	for len(queue) > 0 && len(out) < maxTree {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, c := range kids[cur] {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+				queue = append(queue, c)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package killtree
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,6 +94,27 @@ func TestKillReachesSetsidGrandchildren(t *testing.T) {
 	Kill(cmd.Process.Pid)
 	<-done
 	waitGone(t, pids...)
+}
+
+// The walk over every process's stat (a kernel without the children
+// files) finds what the children files find.
+func TestDescendantsByStat(t *testing.T) {
+	cmd, done, _ := start(t, `sleep 60 & echo $!; sh -c 'echo $$; sleep 60; :' & wait`, 2)
+	// The inner sleep may still be starting: compare once both see it.
+	var want, got []int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		want, got = Descendants(cmd.Process.Pid), descendantsByStat(cmd.Process.Pid)
+		slices.Sort(want)
+		slices.Sort(got)
+		if len(want) >= 3 && slices.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("by stat %v, by the children files %v", got, want)
+		}
+	}
+	Kill(cmd.Process.Pid)
+	<-done
 }
 
 // TestTermGroupEscalates: a group that traps SIGTERM is SIGKILLed after

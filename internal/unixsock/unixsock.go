@@ -66,13 +66,10 @@ func Listen(path string) (*net.UnixListener, error) {
 }
 
 // ownerOnly binds sockets whose file is 0600 from the start (Linux: the
-// mode of the socket's inode, set before the bind).
+// mode of the socket's inode, set before the bind). Where a socket's
+// mode cannot be set so, the chmod after the bind still makes it 0600.
 var ownerOnly = net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-	var ferr error
-	if err := c.Control(func(fd uintptr) { ferr = unix.Fchmod(int(fd), 0o600) }); err != nil {
-		return err
-	}
-	return ferr
+	return c.Control(func(fd uintptr) { _ = unix.Fchmod(int(fd), 0o600) })
 }}
 
 // PeerCred returns the kernel's credentials (SO_PEERCRED) of the process at
