@@ -1,8 +1,13 @@
 package terminal
 
 import (
+	"context"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cortexfs/ctx/internal/procstat"
 )
@@ -36,5 +41,50 @@ func TestAliveNeedsStartTimeAndBoot(t *testing.T) {
 		if Alive(bad) {
 			t.Errorf("%s: alive", name)
 		}
+	}
+}
+
+// A socket already at the path when a try starts is not the try's: the
+// wait goes on until another appears, so neither a killed ctxterm's socket
+// nor a live one the actor does not know of is taken for the new
+// terminal's (nor removed: ctxterm refuses a live one). spec: T1 L6
+func TestWaitSocketIsTheNewOne(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "main.sock")
+	old, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := stampOf(p)
+	if !before.socket {
+		t.Fatal("no socket stamped")
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	st, _ := procstat.Read(cmd.Process.Pid)
+	boot, _ := procstat.BootID()
+	r := Receipt{Socket: p, PID: cmd.Process.Pid, StartTime: st.StartTime, BootID: boot}
+	done := make(chan error, 1)
+	go func() { done <- waitSocket(context.Background(), r, os.DevNull, before) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the socket that was there before was taken: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	old.Close() // unlinks it
+	ln, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the new socket: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the new socket was not seen")
 	}
 }

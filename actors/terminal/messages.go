@@ -51,6 +51,10 @@ type launched struct {
 	err   error
 }
 
+// drop: the actor stopped before it got the message. The terminal lives on
+// (the next actor adopts it); its pin is let go of, not used.
+func (m *launched) drop() { m.shell.release() }
+
 // ended: the process of rec is gone.
 type ended struct {
 	rec  Receipt

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cortexfs/ctx/internal/bwrap"
 	"github.com/cortexfs/ctx/internal/holdfifo"
+	"golang.org/x/sys/unix"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -126,8 +127,15 @@ func (a *Actor) goSend(c actor.Context, work func(ctx context.Context) any) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		if m := work(ctx); m != nil && ctx.Err() == nil {
+		m := work(ctx)
+		switch {
+		case m == nil:
+		case ctx.Err() == nil:
 			root.Send(self, m)
+		default:
+			if d, ok := m.(interface{ drop() }); ok {
+				d.drop() // the actor stopped meanwhile: what the message holds is let go of
+			}
 		}
 	}()
 }
@@ -412,6 +420,13 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	if err := os.Symlink(sock, abi); err != nil && !errors.Is(err, os.ErrExist) {
 		return Receipt{}, nil, nil, fmt.Errorf("terminal ABI socket link: %w", err)
 	}
+	// View FIFOs a daemon that died mid-start left behind (each try
+	// removes its own).
+	if stale, _ := filepath.Glob(filepath.Join(filepath.Dir(sock), "view-g*.fifo")); len(stale) > 0 {
+		for _, f := range stale {
+			_ = os.Remove(f)
+		}
+	}
 	// A start the view check refused ran nothing: sandbox.Start walks
 	// and starts it again (a directory moved on the host while the
 	// terminal started costs a walk, not the start), each try a
@@ -480,9 +495,10 @@ func startOnce(ctx context.Context, cfg *config.Config, launcher Launcher, s bwr
 		return started{}, fmt.Errorf("terminal view: %w", err)
 	}
 	defer os.Remove(viewFIFO)
-	// A socket left by a ctxterm that was killed is not this one's: no
-	// terminal of the session is live (the actor starts none then).
-	_ = os.Remove(r.Socket)
+	// Whatever is at the socket's path now is not this try's: a socket
+	// left by a killed ctxterm, or a live one the actor does not know of
+	// (ctxterm refuses to take over a live one, ErrInUse).
+	before := stampOf(r.Socket)
 	ls.Command = func(h Hold) ([]string, error) {
 		h.View = viewFIFO
 		return Command(l, r.Agent, r.Session, bw, s, h)
@@ -494,13 +510,9 @@ func startOnce(ctx context.Context, cfg *config.Config, launcher Launcher, s bwr
 	// Started means served: wait for ctxterm's socket (bind and listen
 	// happen together), so a watch right after start finds it.
 	var shell *shellPin
-	err = waitSocket(ctx, rec, ls.Log)
+	err = waitSocket(ctx, rec, ls.Log, before)
 	if err == nil {
-		var child int
-		child, err = checkView(rec.PID, s.Anchors, 10*time.Second)
-		if child > 0 {
-			shell = pinShell(child)
-		}
+		shell, err = checkView(rec.PID, s.Anchors, 10*time.Second)
 	}
 	if err == nil {
 		err = holdfifo.Release(viewFIFO, func() bool { return Alive(rec) }, 10*time.Second)
@@ -579,10 +591,29 @@ var ErrNotServed = errors.New("terminal did not come up")
 // SocketTimeout bounds the wait for a started terminal's socket.
 const SocketTimeout = 10 * time.Second
 
-func waitSocket(ctx context.Context, rec Receipt, log string) error {
+// A stamp tells a file at a path from the one there before: an inode
+// number freed by an unlink may come back at once, its change time not.
+type stamp struct {
+	socket   bool
+	dev, ino uint64
+	ctime    unix.Timespec
+}
+
+// stampOf is the stamp of what is at path (the zero stamp: nothing).
+func stampOf(path string) stamp {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return stamp{}
+	}
+	return stamp{socket: st.Mode&unix.S_IFMT == unix.S_IFSOCK, dev: st.Dev, ino: st.Ino, ctime: st.Ctim}
+}
+
+// waitSocket waits for rec's ctxterm to serve its socket: a socket at
+// rec.Socket that is not before (what was there before the start).
+func waitSocket(ctx context.Context, rec Receipt, log string, before stamp) error {
 	deadline := time.Now().Add(SocketTimeout)
 	for {
-		if fi, err := os.Stat(rec.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if now := stampOf(rec.Socket); now.socket && now != before {
 			return nil
 		}
 		if !Alive(rec) || time.Now().After(deadline) || ctx.Err() != nil {

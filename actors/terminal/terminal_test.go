@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -230,11 +231,16 @@ func TestStartStopAdopt(t *testing.T) {
 		t.Fatalf("launch receipt: %+v %v", rec, err)
 	}
 
-	// The daemon shuts down: the actor stops, the process lives on.
+	// The daemon shuts down: the actor stops, the process lives on — its
+	// sandboxed process too (the pin is let go of, not used).
+	child, err := grandchild(rec.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.sys.Root.PoisonFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if !Alive(rec) {
+	if !Alive(rec) || !running(child) {
 		t.Fatal("the terminal died with its actor")
 	}
 	// The next actor adopts it from the receipt and can stop it.
@@ -273,6 +279,46 @@ func TestStartStopAdopt(t *testing.T) {
 	}
 	w.ask(t, pid, &Stop{})
 	w.sys.Root.PoisonFuture(pid).Wait()
+}
+
+// ctxterm killed outright (SIGKILL; the OOM killer) ends bwrap but not the
+// process bwrap held or had just released, which lives on unsupervised:
+// the daemon kills it through its pin once it sees ctxterm's end, before
+// the view's placeholders go (the cleanup receipt is written after).
+// spec: B1
+func TestShellKilledWithItsTerminal(t *testing.T) {
+	w := newWorld(t)
+	f := newFake()
+	defer f.killAll()
+	l := w.cfg.Layout
+	pid := w.sys.Root.Spawn(Props(w.cfg, f, "a", "default"))
+	defer func() { w.sys.Root.PoisonFuture(pid).Wait() }()
+	sr := w.ask(t, pid, &Start{Workspace: w.ws}).(*StartResponse)
+	if sr.Err != nil {
+		t.Fatalf("start: %+v", sr)
+	}
+	child, err := grandchild(sr.Status.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(sr.Status.PID, syscall.SIGKILL) // the stand-in for ctxterm alone
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := ReadReceipt(CleanupReceiptPath(l, "a", "default")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the end was not recorded")
+		}
+	}
+	if running(child) {
+		t.Errorf("the sandboxed process %d outlived its ctxterm's end", child)
+	}
+}
+
+// running: pid is a process that is not a zombie.
+func running(pid int) bool {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(st), ") Z ")
 }
 
 // A receipt whose process ended while no daemon watched: the actor cleans
@@ -364,7 +410,7 @@ func TestLaunchFailedLeavesNoPlaceholders(t *testing.T) {
 	if _, err := os.Lstat(ABISocket(l, "a", "default")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the ABI socket alias is left: %v", err)
 	}
-	if _, err := os.Lstat(filepath.Join(filepath.Dir(l.RuntimeTerminalSocket("a", "default")), "view-g1.fifo")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the view FIFO is left: %v", err)
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(l.RuntimeTerminalSocket("a", "default")), "view-g*.fifo")); len(left) > 0 {
+		t.Errorf("view FIFOs are left: %v", left)
 	}
 }

@@ -24,35 +24,46 @@ import (
 // moved on the host while the terminal started) is ended before anything
 // ran in it, and only a view that passed is released. spec: B1
 //
-// It returns the held process's pid (the shell-to-be) once found, whether
-// or not there are anchors to check.
-func checkView(pid int, anchors []bwrap.Anchor, timeout time.Duration) (int, error) {
+// It returns the held process (the shell-to-be) pinned once found —
+// whether or not there are anchors to check, and on an error too (a pin
+// reaches only that process, alive or not).
+func checkView(pid int, anchors []bwrap.Anchor, timeout time.Duration) (*shellPin, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		child, err := grandchild(pid)
+		var pin *shellPin
+		if err == nil {
+			// Pinned, then looked up again: the pin is of bwrap's child
+			// as found, not of a process that took its pid since.
+			pin = pinShell(child)
+			if again, aerr := grandchild(pid); aerr != nil || again != child {
+				pin.release()
+				pin, err = nil, fmt.Errorf("the terminal's sandbox changed as it started (%d, then %d: %v)", child, again, aerr)
+			}
+		}
 		if err == nil {
 			if len(anchors) == 0 {
-				return child, nil
+				return pin, nil
 			}
-			return child, proc.CheckView(child, anchors, time.Until(deadline))
+			return pin, proc.CheckView(child, anchors, time.Until(deadline))
 		}
 		if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
-			return 0, fmt.Errorf("the terminal ended as it started: %w", serr)
+			return nil, fmt.Errorf("the terminal ended as it started: %w", serr)
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("view check: %w", err)
+			return nil, fmt.Errorf("view check: %w", err)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 }
 
 // A shellPin holds a pidfd of a terminal's sandboxed process (the init of
-// its PID namespace: bwrap's child). ctxterm ends it when it ends as
-// itself ends, but a ctxterm killed outright (SIGKILL, the OOM killer)
-// ends only bwrap: the process then lives on unsupervised — held for
-// ever, or released just before and not yet dying with bwrap — with the
-// view's placeholders still its walls. The daemon kills it through the
-// pin before those placeholders go. spec: B1
+// its PID namespace: bwrap's child). ctxterm ends it as it ends itself,
+// but a ctxterm killed outright (SIGKILL, the OOM killer) ends only bwrap:
+// the process then lives on unsupervised — held for ever, or released
+// just before and not yet dying with bwrap — with the view's placeholders
+// still its walls. The daemon kills it through the pin, and waits for
+// its namespace to be gone, before those placeholders go. spec: B1
 type shellPin struct{ fd int }
 
 // pinShell pins pid; nil where pidfds are missing (Linux < 5.3): the
@@ -65,14 +76,26 @@ func pinShell(pid int) *shellPin {
 	return &shellPin{fd: fd}
 }
 
-// kill SIGKILLs the pinned process (nothing if it is gone) and lets go
-// of the pin. A nil pin does nothing.
+// pinGone bounds the wait for a killed sandbox to be gone.
+const pinGone = 5 * time.Second
+
+// kill SIGKILLs the pinned process (nothing if it is gone), waits until
+// it is — a PID namespace's init polls readable only once the kernel has
+// killed every process of its namespace — and lets go of the pin. A nil
+// pin does nothing.
 func (p *shellPin) kill() {
-	if p == nil {
+	if p == nil || p.fd < 0 {
 		return
 	}
 	_ = unix.PidfdSendSignal(p.fd, unix.SIGKILL, nil, 0)
-	unix.Close(p.fd)
+	pfd := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	for end := time.Now().Add(pinGone); time.Now().Before(end); {
+		n, err := unix.Poll(pfd, int(pinGone.Milliseconds()))
+		if n > 0 || (err != nil && err != unix.EINTR) {
+			break
+		}
+	}
+	p.release()
 }
 
 // grandchild is the one child of pid's one child: bwrap's first process
@@ -145,7 +168,8 @@ func childrenByStat(pid int) ([]int, error) {
 // release lets go of the pin, the process running on (the daemon stops,
 // the terminal outlives it). A nil pin does nothing.
 func (p *shellPin) release() {
-	if p != nil {
+	if p != nil && p.fd >= 0 {
 		unix.Close(p.fd)
+		p.fd = -1
 	}
 }

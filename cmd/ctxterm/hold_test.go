@@ -242,6 +242,18 @@ func TestViewHold(t *testing.T) {
 			t.Fatal("the sandboxed program did not run after the release")
 		}
 	}
+	// A released shell that ends is recorded as exited (the control for
+	// the refused ones below, which must not be).
+	h.cmd.Process.Signal(unix.SIGHUP)
+	select {
+	case err := <-h.exited:
+		h.exited <- err
+	case <-time.After(15 * time.Second):
+		t.Fatal("released: ctxterm did not end on SIGHUP")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "released.events")); !bytes.Contains(b, []byte(`"exited"`)) {
+		t.Errorf("released: no exited event for a shell that ran and ended:\n%s", b)
+	}
 
 	h = start("eof")
 	f, err = os.OpenFile(h.fifo, os.O_WRONLY, 0)

@@ -185,9 +185,10 @@ func (g *viewGate) refuseLocked(why error) {
 	g.log.Error("view not released: the sandbox is ended unstarted", "err", why)
 	killBelow()
 	// bwrap's group too (it leads one: ctxterm starts it in a session of
-	// its own): the held process is in it, and a group id stays taken
-	// while a member lives, so this reaches no one else.
-	if g.pgid > 0 {
+	// its own), the held process being in it — only while bwrap is known
+	// not to have exited (its pidfd): until it is reaped its pid, and so
+	// the group's id, is no one else's.
+	if g.pgid > 0 && g.bwrap >= 0 && g.bwrapAlive() {
 		_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
 	}
 	unix.Write(g.wake[1], []byte{1}) // ends the FIFO wait
