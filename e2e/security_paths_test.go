@@ -467,18 +467,13 @@ func TestSecurityTerminalRepoMoved(t *testing.T) {
 // them).
 func heldOrphans() []int {
 	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+	for _, pid := range procsWith("--block-fd") {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 		args := strings.Split(string(cmd), "\x00")
 		if !slices.Contains(args, "--block-fd") || !slices.Contains(args, "--as-pid-1") {
 			continue
 		}
-		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		i := bytes.LastIndexByte(st, ')')
 		f := strings.Fields(string(st[i+1:]))
 		if i < 0 || len(f) < 2 || f[0] == "Z" {
