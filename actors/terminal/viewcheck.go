@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cortexfs/ctx/internal/bwrap"
+	"github.com/cortexfs/ctx/internal/killtree"
 	"github.com/cortexfs/ctx/internal/proc"
 	"golang.org/x/sys/unix"
 )
@@ -108,29 +107,9 @@ func grandchild(pid int) (int, error) {
 	return onlyChild(c)
 }
 
-// onlyChild reads pid's children from every thread's list (a Go process
-// forks from any of its threads).
+// onlyChild is pid's one child.
 func onlyChild(pid int) (int, error) {
-	lists, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	var kids []int
-	if len(lists) == 0 {
-		// A kernel without CONFIG_PROC_CHILDREN: every process's parent.
-		var err error
-		if kids, err = childrenByStat(pid); err != nil {
-			return 0, err
-		}
-	}
-	for _, l := range lists {
-		b, err := os.ReadFile(l)
-		if err != nil {
-			continue // a thread that ended meanwhile
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if k, err := strconv.Atoi(f); err == nil {
-				kids = append(kids, k)
-			}
-		}
-	}
+	kids := killtree.Children(pid)
 	switch len(kids) {
 	case 1:
 		return kids[0], nil
@@ -138,31 +117,6 @@ func onlyChild(pid int) (int, error) {
 		return 0, errors.New("its sandbox has not started yet")
 	}
 	return 0, fmt.Errorf("process %d has %d children, not one sandbox", pid, len(kids))
-}
-
-// childrenByStat lists pid's children from every process's stat.
-func childrenByStat(pid int) ([]int, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var kids []int
-	for _, e := range ents {
-		k, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold anything but its last ')'.
-		i := strings.LastIndexByte(string(b), ')')
-		if f := strings.Fields(string(b[i+1:])); i >= 0 && len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			kids = append(kids, k)
-		}
-	}
-	return kids, nil
 }
 
 // release lets go of the pin, the process running on (the daemon stops,

@@ -22,10 +22,9 @@ const maxTree = 4096
 // /proc/<pid>/task/<tid>/children, or from every process's stat on a
 // kernel without those files (CONFIG_PROC_CHILDREN unset).
 func Descendants(pid int) []int {
-	if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children"); errors.Is(err, os.ErrNotExist) {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
-			return descendantsByStat(pid)
-		}
+	var kids map[int][]int // by parent, from stat, where the children files are missing
+	if noChildrenFiles(pid) {
+		kids = parents()
 	}
 	var out []int
 	seen := map[int]bool{pid: true}
@@ -33,28 +32,61 @@ func Descendants(pid int) []int {
 	for len(queue) > 0 && len(out) < maxTree {
 		cur := queue[0]
 		queue = queue[1:]
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(cur) + "/task")
-		for _, t := range tasks {
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(cur) + "/task/" + t.Name() + "/children")
-			if err != nil {
-				continue
-			}
-			for _, f := range strings.Fields(string(b)) {
-				c, err := strconv.Atoi(f)
-				if err == nil && !seen[c] {
-					seen[c] = true
-					out = append(out, c)
-					queue = append(queue, c)
-				}
+		cs := kids[cur]
+		if kids == nil {
+			cs = childrenFiles(cur)
+		}
+		for _, c := range cs {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+				queue = append(queue, c)
 			}
 		}
 	}
 	return out
 }
 
-// descendantsByStat is Descendants from every process's parent, read from
-// /proc/<pid>/stat (one pass over /proc, then the tree from pid down).
-func descendantsByStat(pid int) []int {
+// Children lists pid's children (from every thread: a Go process forks
+// from any of its threads), as Descendants reads them.
+func Children(pid int) []int {
+	if noChildrenFiles(pid) {
+		return parents()[pid]
+	}
+	return childrenFiles(pid)
+}
+
+// noChildrenFiles: pid lives but the kernel keeps no children files.
+func noChildrenFiles(pid int) bool {
+	p := "/proc/" + strconv.Itoa(pid)
+	if _, err := os.Stat(p + "/task/" + strconv.Itoa(pid) + "/children"); !errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// childrenFiles reads pid's children from each thread's children file.
+func childrenFiles(pid int) []int {
+	var out []int
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		if err != nil {
+			continue // a thread that ended meanwhile
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// parents maps each parent to its children, read from every process's
+// /proc/<pid>/stat in one pass.
+func parents() map[int][]int {
 	ents, _ := os.ReadDir("/proc")
 	kids := map[int][]int{}
 	for _, e := range ents {
@@ -79,21 +111,7 @@ func descendantsByStat(pid int) []int {
 			kids[pp] = append(kids[pp], p)
 		}
 	}
-	var out []int
-	queue := []int{pid}
-	seen := map[int]bool{pid: true}
-	for len(queue) > 0 && len(out) < maxTree {
-		cur := queue[0]
-		queue = queue[1:]
-		for _, c := range kids[cur] {
-			if !seen[c] {
-				seen[c] = true
-				out = append(out, c)
-				queue = append(queue, c)
-			}
-		}
-	}
-	return out
+	return kids
 }
 
 // Signal sends sig to every descendant of pid (not to pid itself).

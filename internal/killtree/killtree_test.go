@@ -103,7 +103,7 @@ func TestDescendantsByStat(t *testing.T) {
 	// The inner sleep may still be starting: compare once both see it.
 	var want, got []int
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		want, got = Descendants(cmd.Process.Pid), descendantsByStat(cmd.Process.Pid)
+		want, got = Descendants(cmd.Process.Pid), byStat(cmd.Process.Pid)
 		slices.Sort(want)
 		slices.Sort(got)
 		if len(want) >= 3 && slices.Equal(got, want) {
@@ -115,6 +115,20 @@ func TestDescendantsByStat(t *testing.T) {
 	}
 	Kill(cmd.Process.Pid)
 	<-done
+}
+
+// byStat is Descendants as it walks where the children files are missing.
+func byStat(pid int) []int {
+	kids := parents()
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		out = append(out, kids[cur]...)
+		queue = append(queue, kids[cur]...)
+	}
+	return out
 }
 
 // TestTermGroupEscalates: a group that traps SIGTERM is SIGKILLed after
