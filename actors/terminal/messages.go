@@ -37,10 +37,14 @@ type StatusResponse struct {
 // adopted: the launch receipt found at start was checked (err wraps ErrGone
 // when its process is gone).
 type adopted struct {
-	rec  Receipt
-	err  error
-	none bool // there was no (readable) launch receipt: nothing to adopt
+	rec   Receipt
+	err   error
+	none  bool      // there was no (readable) launch receipt: nothing to adopt
+	shell *shellPin // its sandboxed process, pinned again (nil: not found)
 }
+
+// drop: the actor stopped before it got the message; the pin is let go of.
+func (m *adopted) drop() { m.shell.release() }
 
 // launched: a start finished (the launch receipt and agent.start event are
 // written when err is nil).

@@ -116,7 +116,12 @@ func (a *Actor) onStarted(c actor.Context) {
 			}
 			return &adopted{none: true}
 		}
-		return &adopted{rec: rec, err: launcher.Adopt(ctx, rec)}
+		if err := launcher.Adopt(ctx, rec); err != nil {
+			return &adopted{rec: rec, err: err}
+		}
+		// Its sandboxed process pinned again (spec: B1, shellPin); none
+		// when it is not where it runs (ended, or not one process).
+		return &adopted{rec: rec, shell: pinGrandchild(rec.PID)}
 	})
 }
 
@@ -155,8 +160,9 @@ func (a *Actor) onAdopted(c actor.Context, m *adopted) {
 		a.replayStops(c)
 		return
 	}
-	a.log.Info("adopted terminal", "launcher", m.rec.Launcher, "unit", m.rec.Unit, "pid", m.rec.PID, "generation", m.rec.Generation)
+	a.log.Info("adopted terminal", "launcher", m.rec.Launcher, "unit", m.rec.Unit, "pid", m.rec.PID, "generation", m.rec.Generation, "pinned", m.shell != nil)
 	a.rec = &m.rec
+	a.shell = m.shell
 	a.watch(c, m.rec)
 	a.replayStarts(c)
 	a.replayStops(c)

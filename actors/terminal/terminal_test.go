@@ -284,34 +284,45 @@ func TestStartStopAdopt(t *testing.T) {
 // ctxterm killed outright (SIGKILL; the OOM killer) ends bwrap but not the
 // process bwrap held or had just released, which lives on unsupervised:
 // the daemon kills it through its pin once it sees ctxterm's end, before
-// the view's placeholders go (the cleanup receipt is written after).
-// spec: B1
+// the view's placeholders go (the cleanup receipt is written after) — also
+// for a terminal adopted after a restart, which it pins again. spec: B1
 func TestShellKilledWithItsTerminal(t *testing.T) {
-	w := newWorld(t)
-	f := newFake()
-	defer f.killAll()
-	l := w.cfg.Layout
-	pid := w.sys.Root.Spawn(Props(w.cfg, f, "a", "default"))
-	defer func() { w.sys.Root.PoisonFuture(pid).Wait() }()
-	sr := w.ask(t, pid, &Start{Workspace: w.ws}).(*StartResponse)
-	if sr.Err != nil {
-		t.Fatalf("start: %+v", sr)
-	}
-	child, err := grandchild(sr.Status.PID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syscall.Kill(sr.Status.PID, syscall.SIGKILL) // the stand-in for ctxterm alone
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := ReadReceipt(CleanupReceiptPath(l, "a", "default")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the end was not recorded")
-		}
-	}
-	if running(child) {
-		t.Errorf("the sandboxed process %d outlived its ctxterm's end", child)
+	for _, how := range []string{"launched", "adopted"} {
+		t.Run(how, func(t *testing.T) {
+			w := newWorld(t)
+			f := newFake()
+			defer f.killAll()
+			l := w.cfg.Layout
+			pid := w.sys.Root.Spawn(Props(w.cfg, f, "a", "default"))
+			sr := w.ask(t, pid, &Start{Workspace: w.ws}).(*StartResponse)
+			if sr.Err != nil {
+				t.Fatalf("start: %+v", sr)
+			}
+			if how == "adopted" {
+				w.sys.Root.PoisonFuture(pid).Wait()
+				pid = w.sys.Root.Spawn(Props(w.cfg, f, "a", "default"))
+				if st := w.ask(t, pid, &StatusRequest{}).(*StatusResponse); st.Status.State != StateLive {
+					t.Fatalf("not adopted: %+v", st)
+				}
+			}
+			defer func() { w.sys.Root.PoisonFuture(pid).Wait() }()
+			child, err := grandchild(sr.Status.PID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			syscall.Kill(sr.Status.PID, syscall.SIGKILL) // the stand-in for ctxterm alone
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, err := ReadReceipt(CleanupReceiptPath(l, "a", "default")); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the end was not recorded")
+				}
+			}
+			if running(child) {
+				t.Errorf("the sandboxed process %d outlived its ctxterm's end", child)
+			}
+		})
 	}
 }
 

@@ -32,13 +32,7 @@ func checkView(pid int, anchors []bwrap.Anchor, timeout time.Duration) (*shellPi
 		child, err := grandchild(pid)
 		var pin *shellPin
 		if err == nil {
-			// Pinned, then looked up again: the pin is of bwrap's child
-			// as found, not of a process that took its pid since.
-			pin = pinShell(child)
-			if again, aerr := grandchild(pid); aerr != nil || again != child {
-				pin.release()
-				pin, err = nil, fmt.Errorf("the terminal's sandbox changed as it started (%d, then %d: %v)", child, again, aerr)
-			}
+			pin, err = pinChecked(pid, child)
 		}
 		if err == nil {
 			if len(anchors) == 0 {
@@ -73,6 +67,28 @@ func pinShell(pid int) *shellPin {
 		return nil
 	}
 	return &shellPin{fd: fd}
+}
+
+// pinChecked pins child, then looks it up again below pid: the pin is of
+// bwrap's child as found, not of a process that took its pid since.
+func pinChecked(pid, child int) (*shellPin, error) {
+	pin := pinShell(child)
+	if again, err := grandchild(pid); err != nil || again != child {
+		pin.release()
+		return nil, fmt.Errorf("the terminal's sandbox changed as it started (%d, then %d: %v)", child, again, err)
+	}
+	return pin, nil
+}
+
+// pinGrandchild pins the sandboxed process of a running terminal
+// (ctxterm pid): nil when there is not exactly one where it should be.
+func pinGrandchild(pid int) *shellPin {
+	child, err := grandchild(pid)
+	if err != nil {
+		return nil
+	}
+	pin, _ := pinChecked(pid, child)
+	return pin
 }
 
 // pinGone bounds the wait for a killed sandbox to be gone.
