@@ -428,10 +428,9 @@ func launch(ctx context.Context, cfg *config.Config, launcher Launcher, agent, s
 	}
 	// View FIFOs a daemon that died mid-start left behind (each try
 	// removes its own).
-	if stale, _ := filepath.Glob(filepath.Join(filepath.Dir(sock), "view-g*.fifo")); len(stale) > 0 {
-		for _, f := range stale {
-			_ = os.Remove(f)
-		}
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(sock), "view-g*.fifo"))
+	for _, f := range stale {
+		_ = os.Remove(f)
 	}
 	// A start the view check refused ran nothing: sandbox.Start walks
 	// and starts it again (a directory moved on the host while the

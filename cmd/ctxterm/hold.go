@@ -18,10 +18,7 @@ const HoldTimeout = 30 * time.Second
 // registering the launch root: fail closed.
 func holdOnFD(fd int, timeout time.Duration) error {
 	defer unix.Close(fd)
-	if err := waitReadable(fd, timeout); err != nil {
-		return fmt.Errorf("hold descriptor %d: %w", fd, err)
-	}
-	return readOne(fd, fmt.Sprintf("hold descriptor %d", fd))
+	return waitOne(fd, timeout, fmt.Sprintf("hold descriptor %d", fd))
 }
 
 // holdOnFIFO reads one byte from the FIFO at path (the systemd launcher's,

@@ -28,7 +28,8 @@ import (
 // signal but SIGKILL, and arms --die-with-parent only once released: when
 // the outer bwrap dies first (a hang-up, a ^C typed into the terminal
 // meanwhile) it would live on, blocked, reparented away. So ctxterm is a
-// child subreaper while it holds one — the held process comes back to it —
+// child subreaper (from the gate's making on; it stays one, as nothing but
+// its sandbox runs below it) — the held process comes back to it —
 // and a hold that ends without a release (the FIFO's EOF, a timeout,
 // ctxterm told to stop, bwrap gone) SIGKILLs everything below ctxterm.
 type viewGate struct {

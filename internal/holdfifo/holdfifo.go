@@ -35,6 +35,11 @@ func Release(path string, alive func() bool, timeout time.Duration) error {
 	for {
 		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 		if err == nil {
+			var st unix.Stat_t
+			if ferr := unix.Fstat(fd, &st); ferr != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+				unix.Close(fd)
+				return fmt.Errorf("release %s: not a FIFO (%v)", path, ferr)
+			}
 			_, werr := unix.Write(fd, []byte{'\n'})
 			unix.Close(fd)
 			if werr != nil {
