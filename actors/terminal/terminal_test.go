@@ -301,8 +301,10 @@ func TestShellKilledWithItsTerminal(t *testing.T) {
 			if how == "adopted" {
 				w.sys.Root.PoisonFuture(pid).Wait()
 				pid = w.sys.Root.Spawn(Props(w.cfg, f, "a", "default"))
-				if st := w.ask(t, pid, &StatusRequest{}).(*StatusResponse); st.Status.State != StateLive {
-					t.Fatalf("not adopted: %+v", st)
+				// A start waits for the adoption (a status is read off
+				// the files at once) and finds the terminal running.
+				if again := w.ask(t, pid, &Start{Workspace: w.ws}).(*StartResponse); again.Err != nil || !again.Already {
+					t.Fatalf("not adopted: %+v", again)
 				}
 			}
 			defer func() { w.sys.Root.PoisonFuture(pid).Wait() }()
